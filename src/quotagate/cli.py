@@ -1,0 +1,37 @@
+"""The ``quotagate`` command: one typer app, sub-commands registered from ``commands/``."""
+
+from __future__ import annotations
+
+import typer
+
+from quotagate import __version__
+from quotagate.commands import engine
+
+app = typer.Typer(
+    name="quotagate",
+    help="Kafka client quotas, faithful to Kafka, in front of any Kafka-compatible cluster.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"quotagate {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Kafka client quotas, faithful to Kafka, in front of any Kafka-compatible cluster."""
+
+
+app.add_typer(engine.app, name="engine")
+
+
+def main() -> None:
+    app()

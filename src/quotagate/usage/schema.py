@@ -1,0 +1,76 @@
+"""The usage-event schema of DESIGN.md, in one place for writer and readers.
+
+One row per request the gateway handled (or, after ingest, per line of a broker's
+request log). Partitioned on disk as ``usage/date=YYYY-MM-DD/hour=HH/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+import pyarrow as pa
+
+TOPIC_BYTES_TYPE: Final = pa.struct([("topic", pa.string()), ("bytes", pa.int32())])
+
+USAGE_SCHEMA: Final = pa.schema(
+    [
+        ("ts_ms", pa.int64()),
+        ("gateway_id", pa.string()),
+        ("listener", pa.string()),
+        ("principal", pa.string()),
+        ("client_id", pa.string()),
+        ("client_host", pa.string()),
+        ("api_key", pa.int16()),
+        ("api_version", pa.int16()),
+        ("request_bytes", pa.int32()),
+        ("response_bytes", pa.int32()),
+        ("topics", pa.list_(TOPIC_BYTES_TYPE)),
+        ("partition_mutations", pa.int32()),
+        ("gateway_time_us", pa.int64()),
+        ("upstream_time_us", pa.int64()),
+        ("throttle_ms", pa.int32()),
+        ("throttle_cause", pa.string()),
+        ("error_code", pa.int16()),
+    ]
+)
+
+USAGE_COLUMNS: Final = tuple(USAGE_SCHEMA.names)
+
+# Values of ``throttle_cause``; the empty string means "not throttled".
+THROTTLE_CAUSES: Final = (
+    "",
+    "produce",
+    "fetch",
+    "request",
+    "controller_mutation",
+    "topic_bytes_in",
+)
+
+
+@dataclass(slots=True)
+class UsageEvent:
+    """One row of the usage table, as the gateway builds it."""
+
+    ts_ms: int
+    gateway_id: str
+    listener: str
+    principal: str
+    client_id: str
+    client_host: str
+    api_key: int
+    api_version: int
+    request_bytes: int
+    response_bytes: int = 0
+    topics: list[tuple[str, int]] = field(default_factory=list)
+    partition_mutations: int = 0
+    gateway_time_us: int = 0
+    upstream_time_us: int = 0
+    throttle_ms: int = 0
+    throttle_cause: str = ""
+    error_code: int = 0
+
+    def as_row(self) -> dict[str, object]:
+        row: dict[str, object] = {name: getattr(self, name) for name in USAGE_COLUMNS}
+        row["topics"] = [{"topic": t, "bytes": b} for t, b in self.topics]
+        return row
