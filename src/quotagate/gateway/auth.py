@@ -1,0 +1,74 @@
+"""The seam between a connection and whoever authenticates it.
+
+A PLAINTEXT listener needs no authenticator: every connection is ``User:ANONYMOUS``.
+On a SASL_PLAINTEXT or SASL_SSL listener the connection hands each request frame to an
+:class:`Authenticator` until it reports a principal; after that only SaslHandshake and
+SaslAuthenticate (re-authentication) still go to it. ApiVersions is always answered by the
+gateway itself, authenticated or not, because clients send it before SaslHandshake.
+
+The connection owns all I/O. The authenticator is pure protocol: bytes in, an
+:class:`AuthResult` out, so it can be tested without sockets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+ANONYMOUS: Final = "User:ANONYMOUS"
+
+SASL_HANDSHAKE: Final = 17
+SASL_AUTHENTICATE: Final = 36
+
+
+class SecurityProtocol:
+    """Kafka's ``security.protocol`` names the gateway accepts on a listener."""
+
+    PLAINTEXT: Final = "PLAINTEXT"
+    SSL: Final = "SSL"
+    SASL_PLAINTEXT: Final = "SASL_PLAINTEXT"
+    SASL_SSL: Final = "SASL_SSL"
+
+    ALL: Final = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
+    SASL: Final = (SASL_PLAINTEXT, SASL_SSL)
+    TLS: Final = (SSL, SASL_SSL)
+
+
+@dataclass(frozen=True, slots=True)
+class AuthResult:
+    """What the connection must do after the authenticator saw one request.
+
+    ``response`` is a complete frame, 4-byte length prefix included, or ``None`` when the
+    request gets no answer. ``principal`` is set (e.g. ``"User:alice"``) once authentication
+    has succeeded. ``close`` asks the connection to close after writing ``response``; Kafka
+    closes on a failed authentication and on a non-SASL request before authentication.
+    """
+
+    response: bytes | None
+    principal: str | None = None
+    close: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AuthContext:
+    """What an authenticator may know about the connection it serves."""
+
+    listener: str
+    security_protocol: str
+    peer_host: str
+    peer_port: int
+
+
+class Authenticator(Protocol):
+    """Authenticates one client connection; one instance per connection."""
+
+    def handle(
+        self, api_key: int, api_version: int, correlation_id: int, request_frame: bytes
+    ) -> AuthResult:
+        """Consume one request (``request_frame`` without its 4-byte length prefix)."""
+        ...
+
+
+AuthenticatorFactory = Callable[[AuthContext], Authenticator]
+"""Builds the authenticator of a new connection on a SASL listener."""
