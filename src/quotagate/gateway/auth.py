@@ -69,6 +69,20 @@ class Authenticator(Protocol):
         """Consume one request (``request_frame`` without its 4-byte length prefix)."""
         ...
 
+    @property
+    def expects_raw_tokens(self) -> bool:
+        """True while the next frame is a bare SASL token rather than a Kafka request.
+
+        After a SaslHandshake v0 (pre-KIP-152 clients) the SASL tokens travel as plain
+        length-prefixed frames with no request header. While this is true the connection must
+        not decode a header: it passes each frame to :meth:`handle_token` instead.
+        """
+        ...
+
+    def handle_token(self, token: bytes) -> AuthResult:
+        """Consume one bare SASL token (the frame without its 4-byte length prefix)."""
+        ...
+
 
 AuthenticatorFactory = Callable[[AuthContext], Authenticator]
 """Builds the authenticator of a new connection on a SASL listener."""
