@@ -1,0 +1,252 @@
+"""Byte-rate and request-time quotas per client (Kafka's ``ClientQuotaManager``).
+
+One manager per quota type. Each sharing key gets a quota sensor (a Rate whose config
+carries the resolved quota) and a throttle-time sensor (an Avg). A record is checked after
+it lands; a violation turns into a throttle time with Kafka's formula. Quota changes swap
+metric configs in place so history survives them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from quotagate.quota.entity import (
+    EntityName,
+    QuotaEntity,
+    QuotaLimits,
+    SharingKey,
+    sanitize_user,
+)
+from quotagate.quota.java import DOUBLE_MAX, UNBOUNDED, to_int32
+from quotagate.quota.metric_config import MetricConfig, Quota
+from quotagate.quota.quota_type import QuotaType
+from quotagate.quota.rate import Rate
+from quotagate.quota.sampled_stat import Avg
+from quotagate.quota.sensor import Metric, QuotaViolation, Sensor
+from quotagate.quota.throttle import bounded_throttle_time, throttle_time
+from quotagate.quota.throttled_channels import ThrottledChannels
+
+INACTIVE_SENSOR_EXPIRATION_S: Final = 3600
+_THROTTLE_TIME_CONFIG: Final = MetricConfig()  # the broker-wide default: 2 samples of 30 s
+
+
+@dataclass(slots=True)
+class QuotaSensorState:
+    """What the metrics exporter shows of one sharing key."""
+
+    key: SharingKey
+    sensor_name: str
+    value: float
+    limit: float
+    throttle_time_avg: float
+
+
+class ClientQuotaManager:
+    """Quotas of one type (``"produce"``, ``"fetch"`` or ``"request"``).
+
+    ``user`` arguments are principal *names* (``alice`` for ``User:alice``), sanitised here;
+    client ids are used raw, as Kafka does. Values are in the type's recorded unit: bytes
+    for produce/fetch, percent-of-one-thread for request (see ``nanos_to_percentage``).
+    """
+
+    def __init__(
+        self,
+        quota_type: QuotaType | str,
+        window_num: int = 11,
+        window_size_s: int = 1,
+        *,
+        sensor_expiration_s: int = INACTIVE_SENSOR_EXPIRATION_S,
+    ) -> None:
+        if window_num < 1 or window_size_s < 1:
+            raise ValueError("quota.window.num and quota.window.size.seconds must be >= 1")
+        self.quota_type = QuotaType.parse(quota_type)
+        self.window_num = window_num
+        self.window_size_s = window_size_s
+        self.sensor_expiration_s = sensor_expiration_s
+        self.limits = QuotaLimits()
+        self.throttled_channels: ThrottledChannels[Hashable] = ThrottledChannels()
+        self._quota_sensors: dict[SharingKey, Sensor] = {}
+        self._throttle_sensors: dict[SharingKey, Sensor] = {}
+        self._keys: dict[tuple[str, str], SharingKey] = {}
+        self._users: dict[str, str] = {}
+
+    # -- configuration -------------------------------------------------------------------
+
+    def update_quota(self, user: EntityName, client_id: EntityName, value: float | None) -> None:
+        """Set (or, with ``value=None``, remove) the quota of an entity.
+
+        Existing sensors keep their history; only their bound changes. A removed quota
+        leaves the bound at Long.MAX_VALUE ("unbounded"), not at the old value.
+        """
+        entity = QuotaEntity.of(user, client_id)
+        self.limits.set(entity, value)
+        self._keys.clear()
+        single_key = self.limits.key_of(entity) if self.limits.single_kind else None
+        if single_key is not None:
+            sensor = self._quota_sensors.get(single_key)
+            if sensor is not None:
+                self._reconfigure(sensor, self._limit_of(single_key))
+            return
+        for key, sensor in self._quota_sensors.items():
+            limit = self._limit_of(key)
+            if sensor.metrics[-1].config.quota != Quota.upper_bound(limit):
+                self._reconfigure(sensor, limit)
+
+    @property
+    def quotas_enabled(self) -> bool:
+        return self.limits.kinds_enabled != 0
+
+    def quota_limit(self, user: str, client_id: str) -> float:
+        """The bound that applies to this client now (Long.MAX_VALUE when none)."""
+        return self._limit_of(self.sharing_key(user, client_id))
+
+    def sharing_key(self, user: str, client_id: str) -> SharingKey:
+        """The (user, client-id) tags of the rate this client is measured on."""
+        cache_key = (user, client_id)
+        key = self._keys.get(cache_key)
+        if key is None:
+            key = self.limits.sharing_key(self._sanitized(user), client_id)
+            self._keys[cache_key] = key
+        return key
+
+    def max_value_in_quota_window(self, user: str, client_id: str) -> float:
+        """The most a client may use in one quota window: caps a consumer fetch's max bytes."""
+        if not self.quotas_enabled:
+            return DOUBLE_MAX
+        limit = self.limits.limit_for_key(self.sharing_key(user, client_id))
+        if limit is None:
+            return DOUBLE_MAX
+        return limit * (self.window_num - 1) * self.window_size_s
+
+    # -- recording -----------------------------------------------------------------------
+
+    def record_and_get_throttle_ms(
+        self, user: str, client_id: str, value: float, now_ms: int
+    ) -> int:
+        """Record ``value`` and return how long to throttle (0 when within quota).
+
+        Records nothing while no quota of this type was ever configured, as the broker does.
+        """
+        if not self.quotas_enabled:
+            return 0
+        sensor = self._quota_sensor(self.sharing_key(user, client_id), now_ms)
+        try:
+            sensor.record(value, now_ms)
+        except QuotaViolation as violation:
+            return to_int32(self._throttle_time(violation, now_ms))
+        return 0
+
+    def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+        if not self.quotas_enabled:
+            return
+        self._quota_sensor(self.sharing_key(user, client_id), now_ms).record(
+            value, now_ms, check_quotas=False
+        )
+
+    def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+        """Take back a recorded value (a throttled fetch whose data was not sent)."""
+        self.record_no_throttle(user, client_id, -value, now_ms)
+
+    def throttle(
+        self, user: str, client_id: str, channel: Hashable, throttle_ms: int, now_ms: int
+    ) -> None:
+        """Note that ``channel`` is muted for ``throttle_ms`` because of this quota."""
+        if throttle_ms <= 0:
+            return
+        key = self.sharing_key(user, client_id)
+        self._throttle_sensor(key).record(throttle_ms, now_ms, check_quotas=False)
+        self.throttled_channels.add(channel, throttle_ms, now_ms)
+
+    def due_channels(self, now_ms: int) -> list[Hashable]:
+        return self.throttled_channels.due(now_ms)
+
+    # -- inspection and housekeeping -----------------------------------------------------
+
+    def quota_metric(self, user: str, client_id: str) -> Metric | None:
+        sensor = self._quota_sensors.get(self.sharing_key(user, client_id))
+        return sensor.metrics[-1] if sensor is not None else None
+
+    def sensor_names(self) -> list[str]:
+        return [s.name for s in self._quota_sensors.values()] + [
+            s.name for s in self._throttle_sensors.values()
+        ]
+
+    def states(self, now_ms: int) -> Iterator[QuotaSensorState]:
+        """Current value of every live sharing key (measuring has Kafka's side effects)."""
+        for key, sensor in self._quota_sensors.items():
+            metric = sensor.metrics[-1]
+            throttle = self._throttle_sensors.get(key)
+            yield QuotaSensorState(
+                key=key,
+                sensor_name=sensor.name,
+                value=metric.measure(now_ms),
+                limit=metric.config.quota.bound if metric.config.quota else UNBOUNDED,
+                throttle_time_avg=(
+                    throttle.metrics[0].measure(now_ms) if throttle else float("nan")
+                ),
+            )
+
+    def expire_sensors(self, now_ms: int) -> list[SharingKey]:
+        """Drop sensors idle for longer than the expiry; returns the quota keys removed."""
+        expired = [
+            key
+            for key, sensor in self._quota_sensors.items()
+            if sensor.has_expired(now_ms, self.sensor_expiration_s)
+        ]
+        for key in expired:
+            del self._quota_sensors[key]
+        for key, sensor in list(self._throttle_sensors.items()):
+            if sensor.has_expired(now_ms, self.sensor_expiration_s):
+                del self._throttle_sensors[key]
+        return expired
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _sanitized(self, user: str) -> str:
+        sanitized = self._users.get(user)
+        if sanitized is None:
+            sanitized = self._users[user] = sanitize_user(user)
+        return sanitized
+
+    def _limit_of(self, key: SharingKey) -> float:
+        limit = self.limits.limit_for_key(key)
+        return UNBOUNDED if limit is None else limit
+
+    def quota_config(self, limit: float) -> MetricConfig:
+        return MetricConfig(
+            samples=self.window_num,
+            time_window_ms=self.window_size_s * 1000,
+            quota=Quota.upper_bound(limit),
+        )
+
+    def _reconfigure(self, sensor: Sensor, limit: float) -> None:
+        metric = sensor.metrics[-1]
+        metric.config = metric.config.with_quota(Quota.upper_bound(limit))
+
+    def _quota_sensor(self, key: SharingKey, now_ms: int) -> Sensor:
+        sensor = self._quota_sensors.get(key)
+        if sensor is None:
+            sensor = Sensor(f"{self.quota_type.value}-{key[0]}:{key[1]}")
+            self._register_quota_metrics(sensor, key)
+            sensor.last_record_ms = now_ms
+            self._quota_sensors[key] = sensor
+        return sensor
+
+    def _register_quota_metrics(self, sensor: Sensor, key: SharingKey) -> None:
+        sensor.add(self.quota_type.metric_name, Rate(), self.quota_config(self._limit_of(key)))
+
+    def _throttle_sensor(self, key: SharingKey) -> Sensor:
+        sensor = self._throttle_sensors.get(key)
+        if sensor is None:
+            sensor = Sensor(f"{self.quota_type.value}ThrottleTime-{key[0]}:{key[1]}")
+            sensor.add("throttle-time", Avg(), _THROTTLE_TIME_CONFIG)
+            self._throttle_sensors[key] = sensor
+        return sensor
+
+    def _throttle_time(self, violation: QuotaViolation, now_ms: int) -> int:
+        if self.quota_type is QuotaType.REQUEST:
+            # KIP-124: a request-time throttle never exceeds one quota window.
+            return bounded_throttle_time(violation, self.window_size_s * 1000, now_ms)
+        return throttle_time(violation, now_ms)

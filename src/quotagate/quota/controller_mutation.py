@@ -1,0 +1,150 @@
+"""Controller-mutation quotas (KIP-599): a token bucket of partition mutations per client.
+
+Newer request versions get a *strict* quota that rejects a topic while the bucket is already
+negative; older versions get a *permissive* one that accepts and throttles instead. The
+throttle a response carries decays with the time since it was computed.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from quotagate.quota.client_quota_manager import ClientQuotaManager
+from quotagate.quota.entity import SharingKey
+from quotagate.quota.java import java_round, to_int32
+from quotagate.quota.metric_config import MetricConfig
+from quotagate.quota.quota_type import QuotaType
+from quotagate.quota.rate import Rate
+from quotagate.quota.sensor import QuotaViolation, Sensor
+from quotagate.quota.token_bucket import TokenBucket
+
+THROTTLING_QUOTA_EXCEEDED: Final = 89
+THROTTLING_QUOTA_EXCEEDED_MESSAGE: Final = "The throttling quota has been exceeded."
+
+# Request versions from which a mutation quota is strict (API key -> version).
+STRICT_SINCE_VERSION: Final = {19: 6, 20: 5, 37: 3}
+
+
+class ThrottlingQuotaExceeded(Exception):  # noqa: N818 - Kafka's name for the same thing
+    """A strict mutation quota refused a topic; retriable after ``throttle_ms``."""
+
+    error_code = THROTTLING_QUOTA_EXCEEDED
+
+    def __init__(self, throttle_ms: int) -> None:
+        super().__init__(THROTTLING_QUOTA_EXCEEDED_MESSAGE)
+        self.throttle_ms = throttle_ms
+
+
+def mutation_throttle_time(violation: QuotaViolation) -> int:
+    """Time for the bucket to refill back to zero tokens."""
+    if not isinstance(violation.metric.stat, TokenBucket):
+        raise TypeError(f"metric {violation.metric.name} is not a TokenBucket")
+    return java_round(-violation.value / violation.bound * 1000)
+
+
+class ControllerMutationQuota:
+    """The quota one request is charged against."""
+
+    def record(self, partitions: float, now_ms: int) -> None:
+        """Charge ``partitions`` mutations; a strict quota raises ``ThrottlingQuotaExceeded``."""
+
+    def throttle_time(self, now_ms: int) -> int:
+        return 0
+
+    @property
+    def is_exceeded(self) -> bool:
+        return False
+
+
+class UnboundedControllerMutationQuota(ControllerMutationQuota):
+    """No quota configured at all: nothing is recorded, nothing is throttled."""
+
+
+class _BoundedQuota(ControllerMutationQuota):
+    def __init__(self, sensor: Sensor) -> None:
+        self._sensor = sensor
+        self._last_throttle_ms = 0
+        self._last_recorded_ms = 0
+
+    def throttle_time(self, now_ms: int) -> int:
+        return to_int32(max(0, self._last_throttle_ms - (now_ms - self._last_recorded_ms)))
+
+    def _note_violation(self, violation: QuotaViolation, now_ms: int) -> None:
+        self._last_throttle_ms = mutation_throttle_time(violation)
+        self._last_recorded_ms = now_ms
+
+
+class StrictControllerMutationQuota(_BoundedQuota):
+    def record(self, partitions: float, now_ms: int) -> None:
+        try:
+            self._sensor.record_strict(partitions, now_ms)
+        except QuotaViolation as violation:
+            self._note_violation(violation, now_ms)
+            raise ThrottlingQuotaExceeded(to_int32(self._last_throttle_ms)) from None
+
+    @property
+    def is_exceeded(self) -> bool:
+        return self._last_throttle_ms > 0
+
+
+class PermissiveControllerMutationQuota(_BoundedQuota):
+    def record(self, partitions: float, now_ms: int) -> None:
+        try:
+            self._sensor.record(partitions, now_ms)
+        except QuotaViolation as violation:
+            self._note_violation(violation, now_ms)
+
+
+class ControllerMutationQuotaManager(ClientQuotaManager):
+    """``controller_mutation_rate`` quotas with Kafka's ``controller.quota.window.*`` settings."""
+
+    def __init__(self, window_num: int = 11, window_size_s: int = 1) -> None:
+        super().__init__(QuotaType.CONTROLLER_MUTATION, window_num, window_size_s)
+
+    def new_strict_quota(self, user: str, client_id: str, now_ms: int) -> ControllerMutationQuota:
+        if not self.quotas_enabled:
+            return UnboundedControllerMutationQuota()
+        return StrictControllerMutationQuota(self._sensor_for(user, client_id, now_ms))
+
+    def new_permissive_quota(
+        self, user: str, client_id: str, now_ms: int
+    ) -> ControllerMutationQuota:
+        if not self.quotas_enabled:
+            return UnboundedControllerMutationQuota()
+        return PermissiveControllerMutationQuota(self._sensor_for(user, client_id, now_ms))
+
+    def new_quota_for(
+        self, api_key: int, api_version: int, user: str, client_id: str, now_ms: int
+    ) -> ControllerMutationQuota:
+        """Strict from CreateTopics v6, DeleteTopics v5 and CreatePartitions v3."""
+        if api_version >= STRICT_SINCE_VERSION[api_key]:
+            return self.new_strict_quota(user, client_id, now_ms)
+        return self.new_permissive_quota(user, client_id, now_ms)
+
+    def record_and_get_throttle_ms(
+        self, user: str, client_id: str, value: float, now_ms: int
+    ) -> int:
+        """Strict: refuse (record nothing, return the wait) while the bucket is negative."""
+        if not self.quotas_enabled:
+            return 0
+        sensor = self._sensor_for(user, client_id, now_ms)
+        try:
+            sensor.record_strict(value, now_ms)
+        except QuotaViolation as violation:
+            return to_int32(mutation_throttle_time(violation))
+        return 0
+
+    def tokens(self, user: str, client_id: str, now_ms: int) -> float:
+        metric = self.quota_metric(user, client_id)
+        return metric.measure(now_ms) if metric is not None else float("inf")
+
+    def _sensor_for(self, user: str, client_id: str, now_ms: int) -> Sensor:
+        return self._quota_sensor(self.sharing_key(user, client_id), now_ms)
+
+    def _register_quota_metrics(self, sensor: Sensor, key: SharingKey) -> None:
+        # The observed rate uses the broker-wide default window and carries no quota.
+        sensor.add("mutation-rate", Rate(), MetricConfig())
+        sensor.add("tokens", TokenBucket(), self.quota_config(self._limit_of(key)))
+
+    def _throttle_time(self, violation: QuotaViolation, now_ms: int) -> int:
+        return mutation_throttle_time(violation)

@@ -1,0 +1,38 @@
+"""The few Java numeric behaviours Kafka's arithmetic depends on."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Final
+
+LONG_MAX: Final = 9223372036854775807
+# "No quota configured" inside Kafka's managers: Long.MAX_VALUE widened to a double.
+UNBOUNDED: Final = float(LONG_MAX)
+DOUBLE_MAX: Final = sys.float_info.max
+INT_MAX: Final = 2147483647
+INT_MIN: Final = -2147483648
+
+
+def java_round(x: float) -> int:
+    """``Math.round(double)``: half-way cases go up, never to even as Python's round does."""
+    if math.isnan(x):
+        return 0
+    if math.isinf(x):
+        return LONG_MAX if x > 0 else -LONG_MAX - 1
+    return math.floor(x + 0.5)
+
+
+def java_div(a: int, b: int) -> int:
+    """Integer division truncating toward zero, as Java's ``/`` on longs."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def to_int32(x: int) -> int:
+    """Clamp a long to the int range.
+
+    Kafka narrows throttle times with Scala's ``Long.toInt``, which wraps around; no real
+    throttle gets near 2^31 ms (24 days), so we saturate instead of reproducing garbage.
+    """
+    return max(INT_MIN, min(INT_MAX, x))

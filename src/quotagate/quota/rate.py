@@ -1,0 +1,48 @@
+"""Rates per second over a windowed stat (Kafka's ``Rate`` and ``SimpleRate``)."""
+
+from __future__ import annotations
+
+from quotagate.quota.java import java_div
+from quotagate.quota.metric_config import MetricConfig
+from quotagate.quota.sampled_stat import SampledStat, WindowedSum
+
+
+class Rate:
+    """Sum over the window divided by the window's length in seconds.
+
+    The window is padded to at least S-1 full windows (the "first window" adjustment): a
+    burst on a fresh sensor is averaged as if the missing history were zeros, so a new
+    client cannot be throttled for its very first request.
+    """
+
+    __slots__ = ("stat",)
+
+    def __init__(self, stat: SampledStat | None = None) -> None:
+        self.stat: SampledStat = stat if stat is not None else WindowedSum()
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        self.stat.record(config, value, now_ms)
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        value = self.stat.measure(config, now_ms)
+        return value / (self.window_size(config, now_ms) / 1000.0)
+
+    def window_size(self, config: MetricConfig, now_ms: int) -> int:
+        self.stat.purge_obsolete_samples(config, now_ms)
+        elapsed = now_ms - self.stat.oldest(now_ms).start_ms
+        full_windows = java_div(elapsed, config.time_window_ms)
+        min_full_windows = config.samples - 1
+        if full_windows < min_full_windows:
+            elapsed += (min_full_windows - full_windows) * config.time_window_ms
+        return max(elapsed, 1)
+
+
+class SimpleRate(Rate):
+    """A rate without the S-1 padding, floored at one window (replication quotas use it)."""
+
+    __slots__ = ()
+
+    def window_size(self, config: MetricConfig, now_ms: int) -> int:
+        self.stat.purge_obsolete_samples(config, now_ms)
+        elapsed = now_ms - self.stat.oldest(now_ms).start_ms
+        return max(elapsed, config.time_window_ms)

@@ -1,0 +1,88 @@
+"""Sensors: named groups of metrics recorded together, with quota checks.
+
+A sensor records a value into each of its stats first and checks quotas afterwards, so a
+value that breaks a quota stays recorded (that is how Kafka computes how long to throttle).
+The strict pattern (check, then record without checking) is what KIP-599 uses to reject a
+request while the quota is *already* violated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quotagate.quota.metric_config import MetricConfig
+from quotagate.quota.stat import Stat
+from quotagate.quota.token_bucket import TokenBucket
+
+
+@dataclass(slots=True)
+class Metric:
+    """A named stat with its own config; quota managers swap ``config`` on quota changes."""
+
+    name: str
+    stat: Stat
+    config: MetricConfig
+
+    def measure(self, now_ms: int) -> float:
+        return self.stat.measure(self.config, now_ms)
+
+
+class QuotaViolation(Exception):  # noqa: N818 - Kafka's name for the same thing
+    """A metric broke its quota: carries the metric, the measured value and the bound."""
+
+    def __init__(self, metric: Metric, value: float, bound: float) -> None:
+        super().__init__(metric, value, bound)
+        self.metric = metric
+        self.value = value
+        self.bound = bound
+
+    def __str__(self) -> str:
+        return f"'{self.metric.name}' violated quota. Actual: {self.value}, Threshold: {self.bound}"
+
+
+class Sensor:
+    __slots__ = ("last_record_ms", "metrics", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.metrics: list[Metric] = []
+        self.last_record_ms = 0
+
+    def add(self, name: str, stat: Stat, config: MetricConfig) -> Metric:
+        metric = Metric(name, stat, config)
+        self.metrics.append(metric)
+        return metric
+
+    def metric(self, name: str) -> Metric:
+        for metric in self.metrics:
+            if metric.name == name:
+                return metric
+        raise KeyError(name)
+
+    def record(self, value: float, now_ms: int, check_quotas: bool = True) -> None:
+        self.last_record_ms = now_ms
+        for metric in self.metrics:
+            metric.stat.record(metric.config, value, now_ms)
+        if check_quotas:
+            self.check_quotas(now_ms)
+
+    def check_quotas(self, now_ms: int) -> None:
+        """Raise ``QuotaViolation`` for the first metric (in insertion order) over its quota."""
+        for metric in self.metrics:
+            quota = metric.config.quota
+            if quota is None:
+                continue
+            value = metric.stat.measure(metric.config, now_ms)
+            if isinstance(metric.stat, TokenBucket):
+                if value < 0:
+                    raise QuotaViolation(metric, value, quota.bound)
+            elif not quota.acceptable(value):
+                raise QuotaViolation(metric, value, quota.bound)
+
+    def record_strict(self, value: float, now_ms: int) -> None:
+        """Refuse the value if a quota is already broken; otherwise record it whole."""
+        self.check_quotas(now_ms)
+        self.record(value, now_ms, check_quotas=False)
+
+    def has_expired(self, now_ms: int, expiration_s: float) -> bool:
+        return now_ms - self.last_record_ms > expiration_s * 1000
