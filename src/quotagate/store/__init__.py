@@ -1,0 +1,1 @@
+"""Persistent state of the gateway: credentials, quotas and topic thresholds (SQLite)."""

@@ -1,0 +1,110 @@
+"""SCRAM key derivation (RFC 5802 §3, RFC 7677): the formulas shared by the store and the server.
+
+Pure functions of bytes. Passwords are encoded as UTF-8 without SASLprep, as Kafka's
+ScramFormatter does, so credentials created here and by Kafka's tooling agree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from enum import Enum
+
+# Kafka refuses SCRAM credentials outside this range (ScramMechanism.min/maxIterations).
+MIN_ITERATIONS = 4096
+MAX_ITERATIONS = 16384
+
+
+class ScramMechanism(Enum):
+    """The two SCRAM mechanisms Kafka supports, with the hash each one is built on."""
+
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+    @property
+    def hash_name(self) -> str:
+        return "sha256" if self is ScramMechanism.SCRAM_SHA_256 else "sha512"
+
+    @property
+    def digest_size(self) -> int:
+        return hashlib.new(self.hash_name).digest_size
+
+    @classmethod
+    def from_name(cls, name: str) -> ScramMechanism:
+        """The mechanism for a SASL mechanism name; ValueError if it is not a SCRAM one."""
+        return cls(name)
+
+
+@dataclass(frozen=True, slots=True)
+class ScramKeys:
+    """What a server keeps for one user and mechanism: enough to verify, never the password."""
+
+    salt: bytes
+    iterations: int
+    stored_key: bytes
+    server_key: bytes
+
+
+def salted_password(
+    mechanism: ScramMechanism, password: str, salt: bytes, iterations: int
+) -> bytes:
+    """Hi(Normalize(password), salt, i): PBKDF2 with the mechanism's HMAC."""
+    return hashlib.pbkdf2_hmac(mechanism.hash_name, password.encode("utf-8"), salt, iterations)
+
+
+def hmac_digest(mechanism: ScramMechanism, key: bytes, message: bytes) -> bytes:
+    return hmac.new(key, message, mechanism.hash_name).digest()
+
+
+def hash_digest(mechanism: ScramMechanism, data: bytes) -> bytes:
+    return hashlib.new(mechanism.hash_name, data).digest()
+
+
+def client_key(mechanism: ScramMechanism, salted: bytes) -> bytes:
+    return hmac_digest(mechanism, salted, b"Client Key")
+
+
+def server_key(mechanism: ScramMechanism, salted: bytes) -> bytes:
+    return hmac_digest(mechanism, salted, b"Server Key")
+
+
+def derive_keys(
+    mechanism: ScramMechanism, password: str, salt: bytes, iterations: int
+) -> ScramKeys:
+    """The stored form of a password (salt, i, StoredKey, ServerKey)."""
+    salted = salted_password(mechanism, password, salt, iterations)
+    return ScramKeys(
+        salt=salt,
+        iterations=iterations,
+        stored_key=hash_digest(mechanism, client_key(mechanism, salted)),
+        server_key=server_key(mechanism, salted),
+    )
+
+
+def xor_bytes(left: bytes, right: bytes) -> bytes:
+    if len(left) != len(right):
+        raise ValueError("xor of byte strings of different lengths")
+    return bytes(a ^ b for a, b in zip(left, right, strict=True))
+
+
+def verify_client_proof(
+    mechanism: ScramMechanism, stored_key: bytes, auth_message: bytes, proof: bytes
+) -> bool:
+    """Recover ClientKey from the proof and check that it hashes to StoredKey, in constant time."""
+    if len(proof) != mechanism.digest_size:
+        return False
+    client_signature = hmac_digest(mechanism, stored_key, auth_message)
+    recovered_client_key = xor_bytes(proof, client_signature)
+    return hmac.compare_digest(hash_digest(mechanism, recovered_client_key), stored_key)
+
+
+def server_signature(mechanism: ScramMechanism, server_key_: bytes, auth_message: bytes) -> bytes:
+    return hmac_digest(mechanism, server_key_, auth_message)
+
+
+def client_proof(mechanism: ScramMechanism, salted: bytes, auth_message: bytes) -> bytes:
+    """ClientProof for a given SaltedPassword; the client side, used by tests and tooling."""
+    key = client_key(mechanism, salted)
+    signature = hmac_digest(mechanism, hash_digest(mechanism, key), auth_message)
+    return xor_bytes(key, signature)
