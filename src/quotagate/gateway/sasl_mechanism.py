@@ -1,0 +1,41 @@
+"""What every server-side SASL mechanism looks like to the Kafka-protocol layer."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class SaslError(Exception):
+    """Authentication failed.
+
+    ``public`` says whether the message may go to the client as is. Kafka only reveals messages
+    of SaslAuthenticationException; anything else becomes a generic "invalid credentials" text
+    so that, for instance, the existence of a user never leaks.
+    """
+
+    def __init__(self, message: str, *, public: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.public = public
+
+
+class MechanismServer(Protocol):
+    """One authentication exchange on the server side: client tokens in, challenges out."""
+
+    @property
+    def mechanism(self) -> str: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+    @property
+    def username(self) -> str:
+        """The authenticated user; only valid once ``complete``."""
+        ...
+
+    def evaluate(self, token: bytes) -> bytes:
+        """Consume the client's next token; return the server's reply (possibly empty).
+
+        Raises SaslError when the exchange fails; the server is then unusable.
+        """
+        ...
