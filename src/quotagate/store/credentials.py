@@ -120,8 +120,13 @@ class CredentialStore:
                 " stored_key = excluded.stored_key, server_key = excluded.server_key,"
                 " updated_ms = excluded.updated_ms",
                 (
-                    username, mechanism.value, keys.salt, keys.iterations,
-                    keys.stored_key, keys.server_key, now_ms,
+                    username,
+                    mechanism.value,
+                    keys.salt,
+                    keys.iterations,
+                    keys.stored_key,
+                    keys.server_key,
+                    now_ms,
                 ),
             )
 
@@ -135,8 +140,10 @@ class CredentialStore:
         if row is None:
             return None
         return ScramKeys(
-            salt=bytes(row[0]), iterations=int(row[1]),
-            stored_key=bytes(row[2]), server_key=bytes(row[3]),
+            salt=bytes(row[0]),
+            iterations=int(row[1]),
+            stored_key=bytes(row[2]),
+            server_key=bytes(row[3]),
         )
 
     def remove(self, username: str, mechanisms: Iterable[ScramMechanism] | None = None) -> int:
@@ -176,8 +183,10 @@ class CredentialStore:
         # Unknown users are checked against a decoy, so a miss costs as much as a hit.
         if self._decoy is None:
             self._decoy = derive_keys(
-                ScramMechanism.SCRAM_SHA_512, secrets.token_hex(16),
-                secrets.token_bytes(SALT_BYTES), DEFAULT_ITERATIONS,
+                ScramMechanism.SCRAM_SHA_512,
+                secrets.token_hex(16),
+                secrets.token_bytes(SALT_BYTES),
+                DEFAULT_ITERATIONS,
             )
         _matches(ScramMechanism.SCRAM_SHA_512, self._decoy, password)
         return False

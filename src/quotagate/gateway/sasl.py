@@ -1,0 +1,316 @@
+"""SASL termination on the Kafka protocol: SaslHandshake (17) and SaslAuthenticate (36).
+
+Mirrors Kafka's SaslServerAuthenticator on the wire:
+
+* before the handshake only ApiVersions (answered by the gateway) and SaslHandshake are
+  accepted; any other request closes the connection without a response;
+* an unknown mechanism gets UNSUPPORTED_SASL_MECHANISM with the enabled list, then a close;
+* a failed exchange gets SASL_AUTHENTICATION_FAILED with a message, then a close;
+* after success SaslHandshake / SaslAuthenticate get ILLEGAL_SASL_STATE and the connection
+  stays open, as KafkaApis answers them on an authenticated connection.
+
+Pure: frames in, :class:`AuthResult` out.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import secrets
+import struct
+from collections.abc import Sequence
+from enum import Enum, auto
+from typing import Any, Final, Protocol
+
+from kio.schema.errors import ErrorCode
+from kio.schema.sasl_authenticate import v0 as authenticate_v0
+from kio.schema.sasl_authenticate import v1 as authenticate_v1
+from kio.schema.sasl_authenticate import v2 as authenticate_v2
+from kio.schema.sasl_handshake import v0 as handshake_v0
+from kio.schema.sasl_handshake import v1 as handshake_v1
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i32
+
+from quotagate.gateway.auth import (
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    AuthContext,
+    AuthResult,
+)
+from quotagate.gateway.sasl_mechanism import MechanismServer, SaslError
+from quotagate.gateway.sasl_plain import PLAIN, PlainServer
+from quotagate.gateway.sasl_scram import ScramServer
+from quotagate.store.scram import ScramKeys, ScramMechanism
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_MECHANISMS: Final = (
+    PLAIN,
+    ScramMechanism.SCRAM_SHA_256.value,
+    ScramMechanism.SCRAM_SHA_512.value,
+)
+
+_HANDSHAKE_VERSIONS: Final[dict[int, Any]] = {
+    0: handshake_v0,
+    1: handshake_v1,
+}
+_AUTHENTICATE_VERSIONS: Final[dict[int, Any]] = {
+    0: authenticate_v0,
+    1: authenticate_v1,
+    2: authenticate_v2,
+}
+
+
+class CredentialSource(Protocol):
+    """What SASL needs from the credential store."""
+
+    def get(self, username: str, mechanism: ScramMechanism) -> ScramKeys | None: ...
+
+    def verify_password(self, username: str, password: str) -> bool: ...
+
+
+class _State(Enum):
+    HANDSHAKE = auto()
+    AUTHENTICATE = auto()
+    COMPLETE = auto()
+    FAILED = auto()
+
+
+class SaslAuthenticator:
+    """One connection's SASL exchange; a :class:`quotagate.gateway.auth.Authenticator`."""
+
+    def __init__(
+        self,
+        context: AuthContext,
+        credentials: CredentialSource,
+        mechanisms: Sequence[str],
+        decoy_secret: bytes,
+    ) -> None:
+        self._context = context
+        self._credentials = credentials
+        self._mechanisms = tuple(mechanisms)
+        self._decoy_secret = decoy_secret
+        self._state = _State.HANDSHAKE
+        self._server: MechanismServer | None = None
+        self._raw_tokens = False
+
+    @property
+    def expects_raw_tokens(self) -> bool:
+        return self._raw_tokens and self._state is _State.AUTHENTICATE
+
+    def handle(
+        self, api_key: int, api_version: int, correlation_id: int, request_frame: bytes
+    ) -> AuthResult:
+        if self._state is _State.FAILED:
+            return AuthResult(None, close=True)
+        if self._state is _State.COMPLETE:
+            return self._after_completion(api_key, api_version, correlation_id)
+        if self.expects_raw_tokens:
+            return self.handle_token(request_frame)
+        if api_key == SASL_HANDSHAKE and self._state is _State.HANDSHAKE:
+            return self._handshake(api_version, correlation_id, request_frame)
+        if api_key == SASL_AUTHENTICATE and self._state is _State.AUTHENTICATE:
+            return self._authenticate(api_version, correlation_id, request_frame)
+        if api_key == SASL_HANDSHAKE:
+            # A second handshake mid-exchange: Kafka answers with the API's error and closes.
+            self._fail(f"unexpected SaslHandshake in state {self._state.name}")
+            response = self._handshake_response(
+                api_version, correlation_id, ErrorCode.illegal_sasl_state
+            )
+            return AuthResult(response, close=True)
+        self._fail(f"unexpected request api_key={api_key} during SASL {self._state.name.lower()}")
+        return AuthResult(None, close=True)
+
+    def handle_token(self, token: bytes) -> AuthResult:
+        if not self.expects_raw_tokens:
+            self._fail("bare SASL token outside a v0 exchange")
+            return AuthResult(None, close=True)
+        server = self._server
+        assert server is not None  # set by the handshake that enabled raw tokens
+        try:
+            reply = server.evaluate(token)
+        except SaslError as failure:
+            # Without SaslAuthenticate headers Kafka has no way to say why: it just closes.
+            self._fail(failure.message)
+            return AuthResult(None, close=True)
+        return AuthResult(_frame(reply), principal=self._principal_if_complete(server))
+
+    def _handshake(self, version: int, correlation_id: int, frame: bytes) -> AuthResult:
+        module = _HANDSHAKE_VERSIONS.get(version)
+        if module is None:
+            self._fail(f"unsupported SaslHandshake version {version}")
+            return AuthResult(None, close=True)
+        request = _decode_request(module.SaslHandshakeRequest, frame)
+        if request is None:
+            self._fail("malformed SaslHandshake request")
+            return AuthResult(None, close=True)
+        mechanism: str = request.mechanism
+        if mechanism not in self._mechanisms:
+            self._fail(f"unsupported SASL mechanism {mechanism!r}")
+            response = self._handshake_response(
+                version, correlation_id, ErrorCode.unsupported_sasl_mechanism
+            )
+            return AuthResult(response, close=True)
+        self._server = self._new_server(mechanism)
+        self._raw_tokens = version == 0
+        self._state = _State.AUTHENTICATE
+        return AuthResult(self._handshake_response(version, correlation_id, ErrorCode.none))
+
+    def _authenticate(self, version: int, correlation_id: int, frame: bytes) -> AuthResult:
+        module = _AUTHENTICATE_VERSIONS.get(version)
+        if module is None:
+            # Kafka cannot build an error response for a version it does not know: it closes.
+            self._fail(f"unsupported SaslAuthenticate version {version}")
+            return AuthResult(None, close=True)
+        request = _decode_request(module.SaslAuthenticateRequest, frame)
+        if request is None:
+            self._fail("malformed SaslAuthenticate request")
+            return AuthResult(None, close=True)
+        server = self._server
+        assert server is not None  # set by the handshake
+        try:
+            reply = server.evaluate(request.auth_bytes)
+        except SaslError as failure:
+            self._fail(failure.message)
+            message = (
+                failure.message
+                if failure.public
+                else "Authentication failed during authentication due to invalid credentials"
+                f" with SASL mechanism {server.mechanism}"
+            )
+            response = _authenticate_response(
+                module, correlation_id, ErrorCode.sasl_authentication_failed, message, b""
+            )
+            return AuthResult(response, close=True)
+        response = _authenticate_response(module, correlation_id, ErrorCode.none, None, reply)
+        return AuthResult(response, principal=self._principal_if_complete(server))
+
+    def _after_completion(self, api_key: int, version: int, correlation_id: int) -> AuthResult:
+        if api_key == SASL_HANDSHAKE and version in _HANDSHAKE_VERSIONS:
+            return AuthResult(
+                self._handshake_response(version, correlation_id, ErrorCode.illegal_sasl_state, ())
+            )
+        if api_key == SASL_AUTHENTICATE and version in _AUTHENTICATE_VERSIONS:
+            return AuthResult(
+                _authenticate_response(
+                    _AUTHENTICATE_VERSIONS[version],
+                    correlation_id,
+                    ErrorCode.illegal_sasl_state,
+                    "SaslAuthenticate request received after successful authentication",
+                    b"",
+                )
+            )
+        log.warning(
+            "SASL: request api_key=%d v%d after authentication from %s:%d closes the connection",
+            api_key,
+            version,
+            self._context.peer_host,
+            self._context.peer_port,
+        )
+        return AuthResult(None, close=True)
+
+    def _principal_if_complete(self, server: MechanismServer) -> str | None:
+        if not server.complete:
+            return None
+        self._state = _State.COMPLETE
+        principal = f"User:{server.username}"
+        log.info(
+            "SASL: %s authenticated as %s via %s on listener %s",
+            f"{self._context.peer_host}:{self._context.peer_port}",
+            principal,
+            server.mechanism,
+            self._context.listener,
+        )
+        return principal
+
+    def _new_server(self, mechanism: str) -> MechanismServer:
+        if mechanism == PLAIN:
+            return PlainServer(self._credentials.verify_password)
+        return ScramServer(
+            ScramMechanism.from_name(mechanism), self._credentials.get, self._decoy_secret
+        )
+
+    def _handshake_response(
+        self,
+        version: int,
+        correlation_id: int,
+        error: ErrorCode,
+        mechanisms: Sequence[str] | None = None,
+    ) -> bytes:
+        module = _HANDSHAKE_VERSIONS.get(version, handshake_v1)
+        body = module.SaslHandshakeResponse(
+            error_code=error,
+            mechanisms=tuple(self._mechanisms if mechanisms is None else mechanisms),
+        )
+        return _encode_response(module.SaslHandshakeResponse, correlation_id, body)
+
+    def _fail(self, reason: str) -> None:
+        self._state = _State.FAILED
+        self._server = None
+        log.warning(
+            "SASL: authentication failed for %s:%d on listener %s: %s",
+            self._context.peer_host,
+            self._context.peer_port,
+            self._context.listener,
+            reason,
+        )
+
+
+class SaslAuthenticatorFactory:
+    """Builds the per-connection authenticator of a SASL listener (an AuthenticatorFactory)."""
+
+    def __init__(self, credentials: CredentialSource, mechanisms: Sequence[str]) -> None:
+        unknown = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]
+        if unknown:
+            raise ValueError(
+                f"unsupported SASL mechanism(s) {', '.join(unknown)};"
+                f" supported: {', '.join(SUPPORTED_MECHANISMS)}"
+            )
+        if not mechanisms:
+            raise ValueError("a SASL listener needs at least one enabled mechanism")
+        self._credentials = credentials
+        self._mechanisms = tuple(dict.fromkeys(mechanisms))
+        # Per process, so decoy salts for unknown users stay stable while the gateway runs.
+        self._decoy_secret = secrets.token_bytes(32)
+
+    @property
+    def mechanisms(self) -> tuple[str, ...]:
+        return self._mechanisms
+
+    def __call__(self, context: AuthContext) -> SaslAuthenticator:
+        return SaslAuthenticator(context, self._credentials, self._mechanisms, self._decoy_secret)
+
+
+def _decode_request(request_type: Any, frame: bytes) -> Any | None:
+    """Header and body of a request, or None when the bytes do not parse (never raises)."""
+    try:
+        _header, header_size = entity_reader(request_type.__header_schema__)(frame, 0)
+        request, body_size = entity_reader(request_type)(frame, header_size)
+    except Exception:
+        # kio raises assorted exception types on garbage; any of them means "malformed".
+        return None
+    if header_size + body_size != len(frame):
+        return None
+    return request
+
+
+def _authenticate_response(
+    module: Any, correlation_id: int, error: ErrorCode, message: str | None, auth_bytes: bytes
+) -> bytes:
+    # session_lifetime stays at its default (0): the gateway does not ask for re-authentication.
+    body = module.SaslAuthenticateResponse(
+        error_code=error, error_message=message, auth_bytes=auth_bytes
+    )
+    return _encode_response(module.SaslAuthenticateResponse, correlation_id, body)
+
+
+def _encode_response(response_type: Any, correlation_id: int, body: Any) -> bytes:
+    header_type = response_type.__header_schema__
+    buffer = io.BytesIO()
+    entity_writer(header_type)(buffer, header_type(correlation_id=i32(correlation_id)))
+    entity_writer(response_type)(buffer, body)
+    return _frame(buffer.getvalue())
+
+
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
