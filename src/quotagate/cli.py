@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from quotagate import __version__
-from quotagate.commands import engine
+from quotagate.commands import engine, users
 
 app = typer.Typer(
     name="quotagate",
@@ -31,6 +31,7 @@ def _root(
 
 
 app.add_typer(engine.app, name="engine")
+app.add_typer(users.app, name="users")
 
 
 def main() -> None:
