@@ -41,9 +41,13 @@ class EwmaMeter:
         elapsed_s = (now_ms - self.start_ms) / 1000.0
         return self.count / elapsed_s if elapsed_s > 0 else 0.0
 
-    def next_tick_ms(self) -> int:
-        """The first time at which a read ticks the average again."""
-        return self._last_tick_ms + TICK_INTERVAL_MS + 1
+    def ticked_by_ms(self, ticks: int) -> int:
+        """The first time at which a read will have ticked the average ``ticks`` more times.
+
+        One tick needs strictly more than an interval; after that, ``age // interval`` ticks
+        happen at once, so the k-th tick (k >= 2) is due exactly k intervals on.
+        """
+        return self._last_tick_ms + max(ticks * TICK_INTERVAL_MS, TICK_INTERVAL_MS + 1)
 
     def projected_rates(self, ticks: int) -> list[float]:
         """The one-minute rate after each of the next ``ticks`` ticks if nothing more is marked.

@@ -169,9 +169,9 @@ class TopicBytesInQuota:
         )
         best: int | None = None
         for meter, threshold in meters:
-            for ticks, rate in enumerate(meter.projected_rates(_MAX_PROJECTED_TICKS)):
+            for ticks, rate in enumerate(meter.projected_rates(_MAX_PROJECTED_TICKS), start=1):
                 if rate <= threshold:
-                    due = meter.next_tick_ms() + ticks * TICK_INTERVAL_MS - now_ms
+                    due = meter.ticked_by_ms(ticks) - now_ms
                     best = due if best is None else min(best, due)
                     break
         return best if best is not None else _MAX_PROJECTED_TICKS * TICK_INTERVAL_MS
