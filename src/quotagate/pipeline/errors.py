@@ -1,0 +1,7 @@
+"""The one exception a pipeline stage raises for bad input or configuration."""
+
+from __future__ import annotations
+
+
+class PipelineError(Exception):
+    """A problem the user can fix (bad input, wrong option); shown without a traceback."""

@@ -1,0 +1,88 @@
+"""Sharing keys of observed clients, resolved by the engine, and replay groups.
+
+Spark never re-derives Kafka's eight-level resolution: the distinct (principal, client id)
+pairs are collected, resolved on the driver by the engine's own ``sharing_key`` and
+``quota_limit``, and joined back as a small table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from quotagate.pipeline.quotas import QUOTA_TYPES, build_managers
+from quotagate.quota import UNBOUNDED, QuotaFile
+
+
+def user_name(principal: str) -> str:
+    """The engine's user for a principal string: ``User:alice`` -> ``alice``."""
+    _, sep, name = principal.partition(":")
+    return name if sep else principal
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    principal: str
+    client_id: str
+    quota_type: str
+    share_user: str  # sanitised user tag, "" when the user is not in the key
+    share_client: str
+    entity_user: str | None  # raw names of the key's entity, for quota files and reports
+    entity_client: str | None
+    limit: float | None  # None: no quota applies
+
+
+def resolve_pairs(quota_file: QuotaFile, pairs: Iterable[tuple[str, str]]) -> list[Resolution]:
+    managers = build_managers(quota_file).by_type()
+    out: list[Resolution] = []
+    for principal, client_id in pairs:
+        user = user_name(principal)
+        for quota_type in QUOTA_TYPES:
+            manager = managers[quota_type]
+            share_user, share_client = manager.sharing_key(user, client_id)
+            limit = manager.quota_limit(user, client_id)
+            out.append(
+                Resolution(
+                    principal=principal,
+                    client_id=client_id,
+                    quota_type=quota_type,
+                    share_user=share_user,
+                    share_client=share_client,
+                    entity_user=user if share_user else None,
+                    entity_client=client_id if share_client else None,
+                    limit=None if limit >= UNBOUNDED else limit,
+                )
+            )
+    return out
+
+
+def replay_groups(
+    quota_file: QuotaFile, pairs: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], int]:
+    """Group id per pair: clients that share any enabled quota's key replay together.
+
+    Groups are the connected components of "shares a sensor with": only then can each
+    group run on its own engine instance and still see exactly what one engine would.
+    Types without any configured quota record nothing, so they join nobody.
+    """
+    managers = build_managers(quota_file).by_type()
+    enabled = [m for m in managers.values() if m.quotas_enabled]
+    pair_list = list(dict.fromkeys(pairs))
+    parent = list(range(len(pair_list)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[tuple[int, str, str], int] = {}
+    for i, (principal, client_id) in enumerate(pair_list):
+        user = user_name(principal)
+        for index, manager in enumerate(enabled):
+            key = (index, *manager.sharing_key(user, client_id))
+            first = owner.setdefault(key, i)
+            root_a, root_b = find(first), find(i)
+            if root_a != root_b:
+                parent[max(root_a, root_b)] = min(root_a, root_b)
+    return {pair: find(i) for i, pair in enumerate(pair_list)}
