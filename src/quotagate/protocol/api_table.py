@@ -1,0 +1,178 @@
+"""Per-API facts the gateway and its stages look up: names, the versions kio models,
+header versions, where ``throttle_time_ms`` sits, when clients self-throttle (spec §6.3)
+and when controller-mutation quotas are strict (spec §5.2).
+
+Everything derived from kio's generated schemas is computed lazily and cached: importing
+every schema module would cost most of a second at start-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import Enum
+from functools import cache
+from typing import Final
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.index import api_key_map, schema_name_map
+from kio.static.constants import EntityType
+from kio.static.protocol import Entity
+
+from quotagate.protocol import api_keys
+
+
+class ThrottleField(Enum):
+    """Where a response version carries ``throttle_time_ms``."""
+
+    ABSENT = "absent"
+    FIRST = "first"  # the first body field: it can be spliced in place
+    INSIDE = "inside"  # elsewhere in the body: needs a decode and re-encode
+
+
+# Spec §6.3: the Java client pauses a node on a throttled response only from these versions.
+_SELF_THROTTLE_FROM: Final[dict[int, int]] = {
+    0: 6,  # Produce
+    1: 8,  # Fetch
+    2: 3,  # ListOffsets
+    3: 6,  # Metadata
+    8: 4,  # OffsetCommit
+    9: 4,  # OffsetFetch
+    10: 2,  # FindCoordinator
+    11: 3,  # JoinGroup
+    12: 2,  # Heartbeat
+    13: 2,  # LeaveGroup
+    14: 2,  # SyncGroup
+    15: 2,  # DescribeGroups
+    16: 2,  # ListGroups
+    18: 2,  # ApiVersions
+    19: 3,  # CreateTopics
+    20: 2,  # DeleteTopics
+    21: 1,  # DeleteRecords
+    22: 1,  # InitProducerId
+    24: 1,  # AddPartitionsToTxn
+    25: 1,  # AddOffsetsToTxn
+    26: 1,  # EndTxn
+    28: 1,  # TxnOffsetCommit
+    29: 1,  # DescribeAcls
+    30: 1,  # CreateAcls
+    31: 1,  # DeleteAcls
+    32: 2,  # DescribeConfigs
+    33: 1,  # AlterConfigs
+    34: 1,  # AlterReplicaLogDirs
+    35: 1,  # DescribeLogDirs
+    37: 1,  # CreatePartitions
+    38: 1,  # CreateDelegationToken
+    39: 1,  # RenewDelegationToken
+    40: 1,  # ExpireDelegationToken
+    41: 1,  # DescribeDelegationToken
+    42: 1,  # DeleteGroups
+    43: 0,  # ElectLeaders
+    44: 0,  # IncrementalAlterConfigs
+    45: 0,  # AlterPartitionReassignments
+    46: 0,  # ListPartitionReassignments
+    47: 0,  # OffsetDelete
+    50: 0,  # DescribeUserScramCredentials
+    51: 0,  # AlterUserScramCredentials
+    62: 0,  # BrokerRegistration
+    63: 0,  # BrokerHeartbeat
+    64: 0,  # UnregisterBroker
+    75: 0,  # DescribeTopicPartitions
+}
+
+# Spec §5.2: controller-mutation quotas are strict (error 89) from these versions.
+_STRICT_MUTATION_FROM: Final[dict[int, int]] = {
+    api_keys.CREATE_TOPICS: 6,
+    api_keys.DELETE_TOPICS: 5,
+    api_keys.CREATE_PARTITIONS: 3,
+}
+
+CONTROLLER_MUTATION_APIS: Final = frozenset(_STRICT_MUTATION_FROM)
+
+
+def api_name(api_key: int) -> str:
+    """kio's snake_case name of an API (``"produce"``), or ``"unknown_<key>"``."""
+    name = api_key_map.get(api_key)
+    return name if name is not None else f"unknown_{api_key}"
+
+
+def is_known_api(api_key: int) -> bool:
+    return api_key in api_key_map
+
+
+@cache
+def modelled_versions(api_key: int) -> range | None:
+    """The contiguous versions kio has schemas for (Kafka 4.2, minus what 4.0 removed)."""
+    name = api_key_map.get(api_key)
+    if name is None:
+        return None
+    versions = sorted(
+        version
+        for version, types in schema_name_map[name].items()
+        if EntityType.request in types and EntityType.response in types
+    )
+    if not versions:
+        return None
+    return range(versions[0], versions[-1] + 1)
+
+
+def is_modelled(api_key: int, api_version: int) -> bool:
+    versions = modelled_versions(api_key)
+    return versions is not None and api_version in versions
+
+
+@cache
+def request_schema(api_key: int, api_version: int) -> type[Entity]:
+    schema: type[Entity] = load_request_schema(api_key, api_version)
+    return schema
+
+
+@cache
+def response_schema(api_key: int, api_version: int) -> type[Entity]:
+    schema: type[Entity] = load_response_schema(api_key, api_version)
+    return schema
+
+
+def request_header_version(api_key: int, api_version: int) -> int | None:
+    """2 for flexible requests, 1 otherwise; None for versions kio does not model."""
+    if not is_modelled(api_key, api_version):
+        return None
+    return 2 if request_schema(api_key, api_version).__flexible__ else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int | None:
+    """1 for flexible responses, 0 otherwise, and always 0 for ApiVersions.
+
+    ApiVersions is the exception because a client that sent a version the broker does not
+    know must still be able to read the response header.
+    """
+    if api_key == api_keys.API_VERSIONS:
+        return 0
+    if not is_modelled(api_key, api_version):
+        return None
+    return 1 if response_schema(api_key, api_version).__flexible__ else 0
+
+
+@cache
+def throttle_field(api_key: int, api_version: int) -> ThrottleField:
+    if not is_modelled(api_key, api_version):
+        return ThrottleField.ABSENT
+    names = [f.name for f in dataclasses.fields(response_schema(api_key, api_version))]
+    if "throttle_time" not in names:
+        return ThrottleField.ABSENT
+    return ThrottleField.FIRST if names[0] == "throttle_time" else ThrottleField.INSIDE
+
+
+def has_throttle_time(api_key: int, api_version: int) -> bool:
+    return throttle_field(api_key, api_version) is not ThrottleField.ABSENT
+
+
+def client_self_throttles(api_key: int, api_version: int) -> bool:
+    """Whether a Java client pauses itself on a throttled response of this version (§6.3)."""
+    since = _SELF_THROTTLE_FROM.get(api_key)
+    return since is not None and api_version >= since
+
+
+def is_strict_mutation(api_key: int, api_version: int) -> bool:
+    """Whether KIP-599 rejects over-quota mutations with error 89 at this version (§5.2)."""
+    since = _STRICT_MUTATION_FROM.get(api_key)
+    return since is not None and api_version >= since

@@ -1,0 +1,48 @@
+"""Reading and setting ``throttle_time_ms`` in a response frame.
+
+Where the field is the first of the body (most APIs) it is spliced in place without
+decoding; elsewhere (Produce, ApiVersions, a few others) the body is decoded and
+re-encoded with kio, which is fine for those small responses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from struct import Struct
+
+from quotagate.protocol import api_table
+from quotagate.protocol.api_table import ThrottleField
+from quotagate.protocol.codec import decode_response, replace_response_body
+from quotagate.protocol.headers import response_body_offset
+
+_INT32 = Struct(">i")
+
+
+def get_throttle_time_ms(frame: bytes, api_key: int, api_version: int) -> int:
+    where = api_table.throttle_field(api_key, api_version)
+    if where is ThrottleField.ABSENT:
+        raise ValueError(f"api {api_key} v{api_version} has no throttle_time_ms")
+    if where is ThrottleField.FIRST:
+        offset = response_body_offset(frame, api_key, api_version)
+        value: int = _INT32.unpack_from(frame, offset)[0]
+        return value
+    response = decode_response(frame, api_key, api_version)
+    return int(response.throttle_time.total_seconds() * 1000)
+
+
+def set_throttle_time_ms(frame: bytes, api_key: int, api_version: int, throttle_ms: int) -> bytes:
+    """``frame`` with ``throttle_time_ms`` set; ValueError if the version has no such field."""
+    where = api_table.throttle_field(api_key, api_version)
+    if where is ThrottleField.ABSENT:
+        raise ValueError(f"api {api_key} v{api_version} has no throttle_time_ms")
+    if where is ThrottleField.FIRST:
+        offset = response_body_offset(frame, api_key, api_version)
+        spliced = bytearray(frame)
+        _INT32.pack_into(spliced, offset, throttle_ms)
+        return bytes(spliced)
+    response = decode_response(frame, api_key, api_version)
+    updated = dataclasses.replace(
+        response, throttle_time=datetime.timedelta(milliseconds=throttle_ms)
+    )
+    return replace_response_body(frame, api_key, api_version, updated)
