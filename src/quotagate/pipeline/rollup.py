@@ -1,0 +1,207 @@
+"""``rollup``: usage per sharing key and per topic, per quota window, plus percentiles.
+
+Sharing keys come from the engine (``sharing.resolve_pairs``) for the given quota file, or
+for a template at one entity level when there is none. Tables written under ``out``:
+
+- ``windows/``: per (quota type, sharing key, window): value, rate, requests, throttle;
+  ``sustained_rate`` is the rate over the last ``quota.window.num - 1`` windows, which
+  is what Kafka's Rate converges to for steady traffic;
+- ``topics/``: produce bytes per (topic, window);
+- ``entities/``: per (quota type, sharing key): totals and rate percentiles;
+- ``summary.json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from quotagate.pipeline import apis
+from quotagate.pipeline.events import read_usage
+from quotagate.pipeline.levels import template_quota_text
+from quotagate.pipeline.quotas import WINDOW_NUM, parse_quotas, window_seconds
+from quotagate.pipeline.sharing import resolve_pairs
+from quotagate.pipeline.tables import write_json
+from quotagate.quota import nanos_to_percentage
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+KEY_COLUMNS = ["quota_type", "share_user", "share_client", "entity_user", "entity_client"]
+PERCENTILES = (0.5, 0.9, 0.95, 0.99)
+
+
+def rollup(
+    spark: SparkSession,
+    events_path: str | Path,
+    out: str | Path,
+    *,
+    quota_text: str | None = None,
+    level: str = "user",
+) -> dict[str, Any]:
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    out = Path(out)
+    configured = bool(quota_text)
+    quota_file = parse_quotas(quota_text if quota_text else template_quota_text(level))
+    window_s = window_seconds(quota_file)
+    window_num = int(quota_file.gateway.get(WINDOW_NUM, 11))
+    events = read_usage(spark, events_path)
+    events = events.withColumn(
+        "window_start_ms", F.floor(F.col("ts_ms") / (window_s * 1000)) * (window_s * 1000)
+    ).cache()
+    keys = _key_table(spark, events, quota_text if configured else None, level)
+
+    windows = _windows(events, keys, window_s, window_num)
+    windows.write.mode("overwrite").parquet(str(out / "windows"))
+    windows = spark.read.parquet(str(out / "windows"))
+    _topics(events, window_s).write.mode("overwrite").parquet(str(out / "topics"))
+    entities = _entities(windows).coalesce(1)
+    entities.write.mode("overwrite").parquet(str(out / "entities"))
+
+    span = events.agg(F.min("ts_ms"), F.max("ts_ms"), F.count(F.lit(1))).first()
+    per_type = {
+        row["quota_type"]: int(row["count"])
+        for row in spark.read.parquet(str(out / "entities")).groupBy("quota_type").count().collect()
+    }
+    events.unpersist()
+    summary = {
+        "events": int(span[2]) if span else 0,
+        "first_ts_ms": span[0] if span else None,
+        "last_ts_ms": span[1] if span else None,
+        "window_seconds": window_s,
+        "window_num": window_num,
+        "grouping": "quota file" if configured else f"template ({level})",
+        "sharing_keys": per_type,
+    }
+    write_json(out / "summary.json", summary)
+    return summary
+
+
+def _key_table(
+    spark: SparkSession, events: DataFrame, quota_text: str | None, level: str
+) -> DataFrame:
+    """The engine's sharing key (and limit) for every observed (principal, client id)."""
+    quota_file = parse_quotas(quota_text if quota_text else template_quota_text(level))
+    pairs = [
+        (row.principal, row.client_id)
+        for row in events.select("principal", "client_id").distinct().collect()
+    ]
+    rows = [
+        (
+            r.principal,
+            r.client_id,
+            r.quota_type,
+            r.share_user,
+            r.share_client,
+            r.entity_user,
+            r.entity_client,
+            r.limit if quota_text else None,  # a template's limits mean nothing
+        )
+        for r in resolve_pairs(quota_file, pairs)
+    ]
+    return spark.createDataFrame(
+        rows,
+        "principal string, client_id string, quota_type string, share_user string, "
+        "share_client string, entity_user string, entity_client string, quota_limit double",
+    )
+
+
+def _measures(events: DataFrame) -> DataFrame:
+    """One row per (event, quota type it is charged to), with the recorded unit."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    api = F.col("api_key")
+    percent_per_us = nanos_to_percentage(1000)
+    charged: list[tuple[str, Column, Column]] = [
+        ("produce", api == apis.PRODUCE, F.col("request_bytes").cast("double")),
+        ("fetch", api == apis.FETCH, F.col("response_bytes").cast("double")),
+        (
+            "request",
+            ~api.isin(*apis.CLUSTER_ACTIONS),
+            (F.col("gateway_time_us") + F.col("upstream_time_us")) * percent_per_us,
+        ),
+        (
+            "controller_mutation",
+            api.isin(*apis.STRICT_MUTATION_SINCE),
+            F.col("partition_mutations").cast("double"),
+        ),
+    ]
+    entries = F.array(
+        *[
+            F.when(
+                condition,
+                F.struct(
+                    F.lit(name).alias("quota_type"),
+                    value.alias("value"),
+                    F.when(F.col("throttle_cause") == name, F.col("throttle_ms"))
+                    .otherwise(0)
+                    .alias("throttle_ms"),
+                ),
+            )
+            for name, condition, value in charged
+        ]
+    )
+    return (
+        events.select("principal", "client_id", "window_start_ms", F.explode(entries).alias("m"))
+        .where(F.col("m").isNotNull())
+        .select("principal", "client_id", "window_start_ms", "m.*")
+    )
+
+
+def _windows(events: DataFrame, keys: DataFrame, window_s: int, window_num: int) -> DataFrame:
+    from pyspark.sql import Window  # noqa: PLC0415
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    span_ms = (window_num - 1) * window_s * 1000
+    sustained = (
+        Window.partitionBy("quota_type", "share_user", "share_client")
+        .orderBy("window_start_ms")
+        .rangeBetween(-(span_ms - window_s * 1000), 0)
+    )
+    return (
+        _measures(events)
+        .join(F.broadcast(keys), ["principal", "client_id", "quota_type"])
+        .groupBy(*KEY_COLUMNS, "quota_limit", "window_start_ms")
+        .agg(
+            F.sum("value").alias("value"),
+            F.count(F.lit(1)).alias("requests"),
+            F.sum("throttle_ms").cast("long").alias("throttle_ms"),
+            F.sum((F.col("throttle_ms") > 0).cast("long")).alias("throttled_requests"),
+        )
+        .withColumn("rate", F.col("value") / window_s)
+        .withColumn("sustained_rate", F.sum("value").over(sustained) / (span_ms / 1000))
+    )
+
+
+def _topics(events: DataFrame, window_s: int) -> DataFrame:
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    return (
+        events.where(F.size("topics") > 0)
+        .select("window_start_ms", F.explode("topics").alias("t"))
+        .groupBy(F.col("t.topic").alias("topic"), "window_start_ms")
+        .agg(F.sum(F.col("t.bytes").cast("long")).alias("bytes"))
+        .withColumn("rate", F.col("bytes") / window_s)
+    )
+
+
+def _entities(windows: DataFrame) -> DataFrame:
+    """Percentiles over a key's *active* windows: idle time says nothing about the quota
+    a client needs while it works."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    aggregates = [
+        F.sum("value").alias("total"),
+        F.sum("requests").alias("requests"),
+        F.count(F.lit(1)).alias("active_windows"),
+        F.max("rate").alias("max_rate"),
+        F.max("sustained_rate").alias("max_sustained_rate"),
+        F.sum("throttle_ms").alias("throttle_ms"),
+        F.sum("throttled_requests").alias("throttled_requests"),
+    ]
+    for p in PERCENTILES:
+        tag = f"p{round(p * 100)}"
+        aggregates.append(F.percentile("rate", p).alias(f"{tag}_rate"))
+        aggregates.append(F.percentile("sustained_rate", p).alias(f"{tag}_sustained_rate"))
+    return windows.groupBy(*KEY_COLUMNS, "quota_limit").agg(*aggregates)
