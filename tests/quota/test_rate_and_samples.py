@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-
 import pytest
 
 from quotagate.quota import (
@@ -21,7 +19,7 @@ from quotagate.quota import (
     WindowedCount,
     WindowedSum,
 )
-from quotagate.quota.sampled_stat import Sample, SampledStat
+from quotagate.quota.sampled_stat import SampledStat
 
 T0 = 1_700_000_000_000
 
@@ -74,11 +72,11 @@ class _LiveSamples(SampledStat):
     def __init__(self) -> None:
         super().__init__(0.0)
 
-    def _update(self, sample: Sample, value: float) -> None:
-        sample.value += value
+    def _update(self, current: float, value: float) -> float:
+        return current + value
 
-    def _combine(self, samples: Sequence[Sample]) -> float:
-        return float(sum(1 for s in samples if s.event_count > 0))
+    def _combine(self) -> float:
+        return float(self.live_samples)
 
 
 def _complete_sample(stat: _LiveSamples, config: MetricConfig, now: int) -> int:

@@ -25,15 +25,21 @@ class Rate:
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         value = self.stat.measure(config, now_ms)
-        return value / (self.window_size(config, now_ms) / 1000.0)
+        # window_size() would purge again; at the same instant that changes nothing.
+        oldest_start_ms = self.stat.oldest_start_ms(now_ms)
+        return value / (self._window_from(oldest_start_ms, config, now_ms) / 1000.0)
 
     def window_size(self, config: MetricConfig, now_ms: int) -> int:
         self.stat.purge_obsolete_samples(config, now_ms)
-        elapsed = now_ms - self.stat.oldest(now_ms).start_ms
-        full_windows = java_div(elapsed, config.time_window_ms)
+        return self._window_from(self.stat.oldest_start_ms(now_ms), config, now_ms)
+
+    def _window_from(self, oldest_start_ms: int, config: MetricConfig, now_ms: int) -> int:
+        elapsed = now_ms - oldest_start_ms
+        window_ms = config.time_window_ms
+        full_windows = elapsed // window_ms if elapsed >= 0 else java_div(elapsed, window_ms)
         min_full_windows = config.samples - 1
         if full_windows < min_full_windows:
-            elapsed += (min_full_windows - full_windows) * config.time_window_ms
+            elapsed += (min_full_windows - full_windows) * window_ms
         return max(elapsed, 1)
 
 
@@ -42,7 +48,5 @@ class SimpleRate(Rate):
 
     __slots__ = ()
 
-    def window_size(self, config: MetricConfig, now_ms: int) -> int:
-        self.stat.purge_obsolete_samples(config, now_ms)
-        elapsed = now_ms - self.stat.oldest(now_ms).start_ms
-        return max(elapsed, config.time_window_ms)
+    def _window_from(self, oldest_start_ms: int, config: MetricConfig, now_ms: int) -> int:
+        return max(now_ms - oldest_start_ms, config.time_window_ms)

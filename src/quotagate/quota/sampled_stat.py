@@ -5,101 +5,94 @@ so a sample that started before the monitored window but saw events inside it st
 the oldest sample is the one with the earliest *start*. Measuring purges (and may create a
 sample), exactly like Kafka: reading a metric can move sample start times, and the replay
 pipeline must see the same numbers the gateway saw.
+
+Samples are kept as four parallel lists (value, event count, start, last event) rather than
+objects: the quota check runs on every request, and builtin ``min`` over a list is what
+makes "is anything obsolete?" and "when did the oldest sample start?" cheap.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 from quotagate.quota.metric_config import MetricConfig
-
-
-class Sample:
-    __slots__ = ("event_count", "last_event_ms", "start_ms", "value")
-
-    def __init__(self, initial: float, now_ms: int) -> None:
-        self.value = initial
-        self.event_count = 0
-        self.start_ms = now_ms
-        self.last_event_ms = now_ms
-
-    def reset(self, initial: float, now_ms: int) -> None:
-        self.value = initial
-        self.event_count = 0
-        self.start_ms = now_ms
-        self.last_event_ms = now_ms
-
-    def is_complete(self, now_ms: int, config: MetricConfig) -> bool:
-        return (
-            now_ms - self.start_ms >= config.time_window_ms
-            or self.event_count >= config.event_window
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"Sample(value={self.value}, events={self.event_count}, "
-            f"start={self.start_ms}, last={self.last_event_ms})"
-        )
 
 
 class SampledStat:
     """Base of the windowed stats; subclasses say how a sample absorbs a value and how
     samples combine."""
 
-    __slots__ = ("_current", "_initial", "samples")
+    __slots__ = ("_current", "_initial", "counts", "lasts", "starts", "values")
 
     def __init__(self, initial: float) -> None:
         self._initial = initial
-        self.samples: list[Sample] = []
+        self.values: list[float] = []
+        self.counts: list[int] = []
+        self.starts: list[int] = []
+        self.lasts: list[int] = []
         self._current = 0
 
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
-        sample = self.current(now_ms)
-        if sample.is_complete(now_ms, config):
-            sample = self._advance(config, now_ms)
-        self._update(sample, value)
-        sample.event_count += 1
-        sample.last_event_ms = now_ms
+        if not self.values:
+            self._append(now_ms)
+        i = self._current
+        if (
+            now_ms - self.starts[i] >= config.time_window_ms
+            or self.counts[i] >= config.event_window
+        ):
+            i = self._advance(config, now_ms)
+        self.values[i] = self._update(self.values[i], value)
+        self.counts[i] += 1
+        self.lasts[i] = now_ms
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         self.purge_obsolete_samples(config, now_ms)
-        return self._combine(self.samples)
+        return self._combine()
 
-    def current(self, now_ms: int) -> Sample:
-        if not self.samples:
-            self.samples.append(Sample(self._initial, now_ms))
-        return self.samples[self._current]
-
-    def oldest(self, now_ms: int) -> Sample:
-        if not self.samples:
-            self.samples.append(Sample(self._initial, now_ms))
-        oldest = self.samples[0]
-        for sample in self.samples:
-            if sample.start_ms < oldest.start_ms:
-                oldest = sample
-        return oldest
+    def oldest_start_ms(self, now_ms: int) -> int:
+        """Start of the sample that started first (creating one at ``now_ms`` if none)."""
+        if not self.starts:
+            self._append(now_ms)
+        return min(self.starts)
 
     def purge_obsolete_samples(self, config: MetricConfig, now_ms: int) -> None:
         expire_age = config.samples * config.time_window_ms
-        for sample in self.samples:
-            if now_ms - sample.last_event_ms >= expire_age:
-                sample.reset(self._initial, now_ms)
+        lasts = self.lasts
+        if not lasts or now_ms - min(lasts) < expire_age:
+            return
+        for i, last in enumerate(lasts):
+            if now_ms - last >= expire_age:
+                self._reset(i, now_ms)
 
-    def _advance(self, config: MetricConfig, now_ms: int) -> Sample:
+    @property
+    def live_samples(self) -> int:
+        """Samples holding at least one event."""
+        return sum(1 for count in self.counts if count > 0)
+
+    def _append(self, now_ms: int) -> int:
+        self.values.append(self._initial)
+        self.counts.append(0)
+        self.starts.append(now_ms)
+        self.lasts.append(now_ms)
+        return len(self.values) - 1
+
+    def _reset(self, i: int, now_ms: int) -> None:
+        self.values[i] = self._initial
+        self.counts[i] = 0
+        self.starts[i] = now_ms
+        self.lasts[i] = now_ms
+
+    def _advance(self, config: MetricConfig, now_ms: int) -> int:
         self._current = (self._current + 1) % (config.samples + 1)
-        if self._current >= len(self.samples):
-            sample = Sample(self._initial, now_ms)
-            self.samples.append(sample)
-            return sample
-        sample = self.samples[self._current]
-        sample.reset(self._initial, now_ms)
-        return sample
+        if self._current >= len(self.values):
+            return self._append(now_ms)
+        self._reset(self._current, now_ms)
+        return self._current
 
-    def _update(self, sample: Sample, value: float) -> None:
+    def _update(self, current: float, value: float) -> float:
         raise NotImplementedError
 
-    def _combine(self, samples: Sequence[Sample]) -> float:
+    def _combine(self) -> float:
         raise NotImplementedError
 
 
@@ -109,13 +102,29 @@ class WindowedSum(SampledStat):
     def __init__(self) -> None:
         super().__init__(0.0)
 
-    def _update(self, sample: Sample, value: float) -> None:
-        sample.value += value
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        # The base record with the update inlined: this runs on every produce and fetch.
+        values = self.values
+        if not values:
+            self._append(now_ms)
+        i = self._current
+        if (
+            now_ms - self.starts[i] >= config.time_window_ms
+            or self.counts[i] >= config.event_window
+        ):
+            i = self._advance(config, now_ms)
+        values[i] += value
+        self.counts[i] += 1
+        self.lasts[i] = now_ms
 
-    def _combine(self, samples: Sequence[Sample]) -> float:
+    def _update(self, current: float, value: float) -> float:
+        return current + value
+
+    def _combine(self) -> float:
+        # Left to right, as Java's loop adds; builtin sum() may compensate on newer Pythons.
         total = 0.0
-        for sample in samples:
-            total += sample.value
+        for value in self.values:
+            total += value
         return total
 
 
@@ -124,8 +133,10 @@ class WindowedCount(WindowedSum):
 
     __slots__ = ()
 
-    def _update(self, sample: Sample, value: float) -> None:
-        sample.value += 1.0
+    record = SampledStat.record  # not WindowedSum's, which adds the value itself
+
+    def _update(self, current: float, value: float) -> float:
+        return current + 1.0
 
 
 class Avg(SampledStat):
@@ -134,16 +145,17 @@ class Avg(SampledStat):
     def __init__(self) -> None:
         super().__init__(0.0)
 
-    def _update(self, sample: Sample, value: float) -> None:
-        sample.value += value
+    def _update(self, current: float, value: float) -> float:
+        return current + value
 
-    def _combine(self, samples: Sequence[Sample]) -> float:
+    def _combine(self) -> float:
+        count = sum(self.counts)
+        if not count:
+            return math.nan
         total = 0.0
-        count = 0
-        for sample in samples:
-            total += sample.value
-            count += sample.event_count
-        return total / count if count else math.nan
+        for value in self.values:
+            total += value
+        return total / count
 
 
 class Max(SampledStat):
@@ -152,12 +164,11 @@ class Max(SampledStat):
     def __init__(self) -> None:
         super().__init__(-math.inf)
 
-    def _update(self, sample: Sample, value: float) -> None:
-        sample.value = max(sample.value, value)
+    def _update(self, current: float, value: float) -> float:
+        return max(current, value)
 
-    def _combine(self, samples: Sequence[Sample]) -> float:
-        count = sum(sample.event_count for sample in samples)
-        return max(sample.value for sample in samples) if count else math.nan
+    def _combine(self) -> float:
+        return max(self.values) if sum(self.counts) else math.nan
 
 
 class Min(SampledStat):
@@ -166,9 +177,8 @@ class Min(SampledStat):
     def __init__(self) -> None:
         super().__init__(math.inf)
 
-    def _update(self, sample: Sample, value: float) -> None:
-        sample.value = min(sample.value, value)
+    def _update(self, current: float, value: float) -> float:
+        return min(current, value)
 
-    def _combine(self, samples: Sequence[Sample]) -> float:
-        count = sum(sample.event_count for sample in samples)
-        return min(sample.value for sample in samples) if count else math.nan
+    def _combine(self) -> float:
+        return min(self.values) if sum(self.counts) else math.nan

@@ -8,7 +8,7 @@ request while the quota is *already* violated.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from quotagate.quota.metric_config import MetricConfig
 from quotagate.quota.stat import Stat
@@ -22,6 +22,11 @@ class Metric:
     name: str
     stat: Stat
     config: MetricConfig
+    # Token buckets are violated below zero tokens, not above their bound.
+    is_token_bucket: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.is_token_bucket = isinstance(self.stat, TokenBucket)
 
     def measure(self, now_ms: int) -> float:
         return self.stat.measure(self.config, now_ms)
@@ -73,10 +78,10 @@ class Sensor:
             if quota is None:
                 continue
             value = metric.stat.measure(metric.config, now_ms)
-            if isinstance(metric.stat, TokenBucket):
+            if metric.is_token_bucket:
                 if value < 0:
                     raise QuotaViolation(metric, value, quota.bound)
-            elif not quota.acceptable(value):
+            elif not (value <= quota.bound if quota.upper else value >= quota.bound):
                 raise QuotaViolation(metric, value, quota.bound)
 
     def record_strict(self, value: float, now_ms: int) -> None:
