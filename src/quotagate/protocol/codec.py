@@ -45,11 +45,11 @@ def _writer(schema: type[Entity]) -> Callable[[io.BytesIO, Any], None]:
 def decode_body(schema: type[Entity], frame: bytes, offset: int) -> Any:
     """Decode the body at ``offset`` up to the end of ``frame`` with ``schema``."""
     try:
-        entity, end = _reader(schema)(frame, offset)
+        entity, size = _reader(schema)(frame, offset)
     except Exception as exc:  # kio raises many types, native ones included
         raise CodecError(f"cannot decode {schema.__name__}: {exc}") from exc
-    if end != len(frame):
-        raise CodecError(f"{schema.__name__} leaves {len(frame) - end} trailing bytes")
+    if offset + size != len(frame):
+        raise CodecError(f"{schema.__name__} leaves {len(frame) - offset - size} trailing bytes")
     return entity
 
 

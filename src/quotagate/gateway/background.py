@@ -1,0 +1,96 @@
+"""Run a gateway on its own uvloop event loop in a background thread (tests, embedding)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from types import TracebackType
+
+import uvloop
+
+from quotagate.gateway.auth import AuthenticatorFactory
+from quotagate.gateway.config import GatewayConfig, HostPort
+from quotagate.gateway.server import Gateway
+from quotagate.gateway.stage import Stage
+
+
+class BackgroundGateway:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        stages: Sequence[Stage] = (),
+        authenticator_factory: AuthenticatorFactory | None = None,
+    ) -> None:
+        self._config = config
+        self._stages = stages
+        self._authenticator_factory = authenticator_factory
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._gateway: Gateway | None = None
+
+    @property
+    def gateway(self) -> Gateway:
+        assert self._gateway is not None, "not started"
+        return self._gateway
+
+    @property
+    def bootstrap(self) -> HostPort:
+        """The first listener's bootstrap address."""
+        return next(iter(self.gateway.bootstrap.values()))
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        started: Future[None] = Future()
+        self._thread = threading.Thread(
+            target=self._run, args=(started,), name="quotagate-gateway", daemon=True
+        )
+        self._thread.start()
+        started.result(timeout_s)
+
+    def _run(self, started: Future[None]) -> None:
+        loop = uvloop.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._main(started))
+        finally:
+            loop.close()
+
+    async def _main(self, started: Future[None]) -> None:
+        self._stop = asyncio.Event()
+        try:
+            self._gateway = Gateway(
+                self._config, self._stages, self._authenticator_factory
+            )
+            await self._gateway.start()
+        except BaseException as exc:
+            started.set_exception(exc)
+            return
+        started.set_result(None)
+        await self._stop.wait()
+        await self._gateway.shutdown()
+
+    def call(self, fn: object) -> None:
+        """Run ``fn()`` on the gateway's loop (fire and forget)."""
+        assert self._loop is not None and callable(fn)
+        self._loop.call_soon_threadsafe(fn)
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        if self._loop is not None and self._stop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout_s)
+        self._thread = None
+
+    def __enter__(self) -> BackgroundGateway:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()

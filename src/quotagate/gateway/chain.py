@@ -1,0 +1,60 @@
+"""The ordered stages of a gateway, indexed by API key for a cheap per-request lookup."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from quotagate.gateway.stage import Stage
+from quotagate.protocol import api_table
+from quotagate.protocol.api_support import VersionRange
+
+
+class StageChain:
+    """Which stages see which API, and which API keys the gateway routes at all."""
+
+    def __init__(self, stages: Sequence[Stage]) -> None:
+        self._stages = tuple(stages)
+        self._by_key: dict[int, tuple[Stage, ...]] = {}
+        self._responders: dict[int, frozenset[Stage]] = {}
+        self._upstream_keys: frozenset[int] = frozenset()
+        self.local_apis: dict[int, range] = {}
+        for stage in self._stages:
+            self.local_apis.update(stage.local_apis)
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return self._stages
+
+    def learn_upstream(self, ranges: Iterable[VersionRange]) -> None:
+        """Remember which API keys the upstream speaks (from an ApiVersions response)."""
+        keys = frozenset(entry.api_key for entry in ranges)
+        if keys != self._upstream_keys:
+            self._upstream_keys = keys
+
+    def is_routable(self, api_key: int) -> bool:
+        """Unknown keys (neither kio nor the upstream knows them) close the connection."""
+        return (
+            api_table.is_known_api(api_key)
+            or api_key in self._upstream_keys
+            or api_key in self.local_apis
+        )
+
+    def request_stages(self, api_key: int) -> tuple[Stage, ...]:
+        stages = self._by_key.get(api_key)
+        if stages is None:
+            stages = tuple(
+                s for s in self._stages if s.request_keys is None or api_key in s.request_keys
+            )
+            self._by_key[api_key] = stages
+            self._responders[api_key] = frozenset(
+                s for s in stages if s.response_keys is None or api_key in s.response_keys
+            )
+        return stages
+
+    def response_stages(self, api_key: int, seen: int) -> list[Stage]:
+        """Stages to run on a response, given that the first ``seen`` saw the request."""
+        responders = self._responders.get(api_key)
+        if not responders:
+            return []
+        stages = self._by_key[api_key][:seen]
+        return [s for s in reversed(stages) if s in responders]

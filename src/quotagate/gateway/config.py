@@ -1,0 +1,327 @@
+"""Gateway configuration: a TOML file with Kafka's property names where Kafka has one.
+
+Keys may be written dotted (``socket.request.max.bytes = 104857600``, which TOML reads as
+nested tables) or quoted; both end up as the same flat key. Every mistake is reported as a
+:class:`ConfigError` whose message says what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from quotagate.gateway.auth import SecurityProtocol
+from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+
+INT32_MAX: Final = 2_147_483_647
+DEFAULT_LISTEN: Final = "127.0.0.1:9192"
+
+
+class ConfigError(ValueError):
+    """A configuration mistake, with a message meant for the person who made it."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerConfig:
+    name: str
+    listen: HostPort
+    security_protocol: str = SecurityProtocol.PLAINTEXT
+    advertised_host: str = ""
+    """Host written into metadata for clients; defaults to the listen host."""
+    broker_port_start: int = 0
+    """Gateway port of the broker with ``broker_node_id_start``; defaults to listen port + 1."""
+    broker_node_id_start: int = 0
+    broker_port_count: int = 1024
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+
+    def port_for_node(self, node_id: int) -> int | None:
+        """The gateway port standing for upstream broker ``node_id``, None outside the range."""
+        index = node_id - self.broker_node_id_start
+        if 0 <= index < self.broker_port_count:
+            return self.broker_port_start + index
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    listeners: tuple[ListenerConfig, ...] = ()
+    bootstrap_servers: tuple[HostPort, ...] = ()
+    """Upstream cluster; empty means: start an embedded tansu broker."""
+    gateway_id: str = "quotagate"
+    socket_request_max_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    max_connections: int = INT32_MAX
+    connections_max_idle_ms: int = 600_000
+    reconnect_backoff_ms: int = 50
+    reconnect_backoff_max_ms: int = 1000
+    socket_connection_setup_timeout_ms: int = 10_000
+    upstream_connect_timeout_ms: int = 10_000
+    shutdown_timeout_ms: int = 30_000
+    metrics_listen: HostPort | None = None
+    log_level: str = "INFO"
+    extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Sections owned by other components (e.g. ``[store]``), passed through unparsed."""
+
+
+# -- value parsers: each returns the value or raises ConfigError(reason, how to fix) ----------
+
+
+def _int(minimum: int, maximum: int = INT32_MAX) -> Callable[[str, Any], int]:
+    def parse(key: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(
+                f"{key} = {value!r} is not an integer; write a whole number, "
+                f"e.g. {key} = {max(minimum, 1)}"
+            )
+        if not minimum <= value <= maximum:
+            raise ConfigError(
+                f"{key} = {value} is out of range; it must be between {minimum} and {maximum}"
+            )
+        return int(value)
+
+    return parse
+
+
+def _str(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f'{key} = {value!r} must be a non-empty string, e.g. {key} = "name"')
+    return value
+
+
+def parse_host_port(key: str, value: Any) -> HostPort:
+    example = f'{key} = "127.0.0.1:9092"'
+    if not isinstance(value, str):
+        raise ConfigError(f"{key} = {value!r} must be a HOST:PORT string, e.g. {example}")
+    host, sep, port_text = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ConfigError(f"{key} = {value!r} is not HOST:PORT (port 0-65535); e.g. {example}")
+    return HostPort(host, int(port_text))
+
+
+def _host_ports(key: str, value: Any) -> tuple[HostPort, ...]:
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not value:
+        raise ConfigError(
+            f'{key} must list at least one HOST:PORT, e.g. {key} = "127.0.0.1:9092"'
+        )
+    return tuple(parse_host_port(key, item) for item in value)
+
+
+def _choice(*choices: str) -> Callable[[str, Any], str]:
+    def parse(key: str, value: Any) -> str:
+        if value not in choices:
+            raise ConfigError(f"{key} = {value!r} is not one of {', '.join(choices)}")
+        return str(value)
+
+    return parse
+
+
+_Spec = tuple[str, Callable[[str, Any], Any]]  # (dataclass field, parser)
+
+_GATEWAY_KEYS: Final[dict[str, _Spec]] = {
+    "id": ("gateway_id", _str),
+    "socket.request.max.bytes": ("socket_request_max_bytes", _int(1)),
+    "max.connections": ("max_connections", _int(1)),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _int(1)),
+    "reconnect.backoff.ms": ("reconnect_backoff_ms", _int(0)),
+    "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", _int(0)),
+    "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _int(1)),
+    "upstream.connect.timeout.ms": ("upstream_connect_timeout_ms", _int(0)),
+    "shutdown.timeout.ms": ("shutdown_timeout_ms", _int(0)),
+}
+_UPSTREAM_KEYS: Final[dict[str, _Spec]] = {
+    "bootstrap.servers": ("bootstrap_servers", _host_ports),
+}
+_METRICS_KEYS: Final[dict[str, _Spec]] = {
+    "listen": ("metrics_listen", parse_host_port),
+}
+_LOG_KEYS: Final[dict[str, _Spec]] = {
+    "level": ("log_level", _choice("DEBUG", "INFO", "WARNING", "ERROR")),
+}
+_LISTENER_KEYS: Final[dict[str, _Spec]] = {
+    "name": ("name", _str),
+    "listen": ("listen", parse_host_port),
+    "security.protocol": ("security_protocol", _choice(*SecurityProtocol.ALL)),
+    "advertised.host": ("advertised_host", _str),
+    "broker.port.start": ("broker_port_start", _int(1, 65535)),
+    "broker.node.id.start": ("broker_node_id_start", _int(0)),
+    "broker.port.count": ("broker_port_count", _int(1, 65535)),
+    "ssl.certificate.location": ("ssl_certificate_location", _str),
+    "ssl.key.location": ("ssl_key_location", _str),
+}
+_SECTIONS: Final = ("gateway", "upstream", "listeners", "metrics", "log")
+
+_extra_sections: set[str] = set()
+
+
+def register_section(name: str) -> None:
+    """Let another component own ``[name]``; its contents land in ``GatewayConfig.extra``."""
+    _extra_sections.add(name)
+
+
+def load_config(path: Path) -> GatewayConfig:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+    try:
+        return parse_config(document)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+
+
+def parse_config(document: Mapping[str, Any]) -> GatewayConfig:
+    known = (*_SECTIONS, *sorted(_extra_sections))
+    for section in document:
+        if section not in known:
+            raise ConfigError(
+                f"unknown section [{section}]{_did_you_mean(section, known)}; "
+                f"known sections: {', '.join(known)}"
+            )
+    values: dict[str, Any] = {}
+    for section, keys in (
+        ("gateway", _GATEWAY_KEYS),
+        ("upstream", _UPSTREAM_KEYS),
+        ("metrics", _METRICS_KEYS),
+        ("log", _LOG_KEYS),
+    ):
+        values.update(_parse_section(section, document.get(section, {}), keys))
+    listeners = document.get("listeners", [])
+    if not isinstance(listeners, list):
+        raise ConfigError("listeners must be an array of tables: write [[listeners]] blocks")
+    parsed = tuple(_parse_listener(i, table) for i, table in enumerate(listeners))
+    extra = {name: document[name] for name in _extra_sections if name in document}
+    config = GatewayConfig(listeners=parsed, extra=extra, **values)
+    return validate(config)
+
+
+def with_overrides(
+    config: GatewayConfig, listen: HostPort | None, upstream: HostPort | None
+) -> GatewayConfig:
+    """Apply ``--listen`` (first listener's address) and ``--upstream`` (bootstrap.servers)."""
+    listeners = config.listeners
+    if listen is not None:
+        if listeners:
+            first = dataclasses.replace(
+                listeners[0], listen=listen, broker_port_start=0, advertised_host=""
+            )
+            listeners = (first, *listeners[1:])
+        else:
+            listeners = (ListenerConfig(name="PLAINTEXT", listen=listen),)
+    servers = config.bootstrap_servers if upstream is None else (upstream,)
+    return validate(dataclasses.replace(config, listeners=listeners, bootstrap_servers=servers))
+
+
+def validate(config: GatewayConfig) -> GatewayConfig:
+    """Fill derived defaults and check cross-key rules."""
+    listeners = config.listeners or (
+        ListenerConfig(name="PLAINTEXT", listen=parse_host_port("listen", DEFAULT_LISTEN)),
+    )
+    listeners = tuple(_with_listener_defaults(listener) for listener in listeners)
+    names = [listener.name for listener in listeners]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"listener names must be unique, got {names}")
+    if config.reconnect_backoff_max_ms < config.reconnect_backoff_ms:
+        raise ConfigError(
+            f"reconnect.backoff.max.ms ({config.reconnect_backoff_max_ms}) is below "
+            f"reconnect.backoff.ms ({config.reconnect_backoff_ms}); raise the maximum"
+        )
+    for listener in listeners:
+        if listener.security_protocol in SecurityProtocol.TLS and not (
+            listener.ssl_certificate_location and listener.ssl_key_location
+        ):
+            raise ConfigError(
+                f"listener {listener.name} uses {listener.security_protocol}: set "
+                "ssl.certificate.location and ssl.key.location (PEM files)"
+            )
+        last = listener.broker_port_start + listener.broker_port_count - 1
+        if last > 65535:
+            raise ConfigError(
+                f"listener {listener.name}: broker ports {listener.broker_port_start}-{last} "
+                "go past 65535; lower broker.port.start or broker.port.count"
+            )
+        if listener.broker_port_start <= listener.listen.port <= last and listener.listen.port:
+            raise ConfigError(
+                f"listener {listener.name}: listen port {listener.listen.port} falls inside "
+                f"its broker port range {listener.broker_port_start}-{last}; move one of them"
+            )
+    return dataclasses.replace(config, listeners=listeners)
+
+
+def _with_listener_defaults(listener: ListenerConfig) -> ListenerConfig:
+    advertised = listener.advertised_host or listener.listen.host
+    if advertised in ("0.0.0.0", "::"):
+        raise ConfigError(
+            f"listener {listener.name} listens on {listener.listen.host}, which clients cannot "
+            'connect to; set advertised.host, e.g. advertised.host = "gateway.example.com"'
+        )
+    start = listener.broker_port_start or listener.listen.port + 1
+    if listener.listen.port == 0 and not listener.broker_port_start:
+        raise ConfigError(
+            f"listener {listener.name} listens on port 0: set broker.port.start explicitly"
+        )
+    return dataclasses.replace(listener, advertised_host=advertised, broker_port_start=start)
+
+
+def _parse_listener(index: int, table: Any) -> ListenerConfig:
+    if not isinstance(table, dict):
+        raise ConfigError("listeners must be an array of tables: write [[listeners]] blocks")
+    values = _parse_section(f"listeners #{index + 1}", table, _LISTENER_KEYS)
+    if "listen" not in values:
+        raise ConfigError(
+            f'[[listeners]] #{index + 1} has no listen address; add listen = "{DEFAULT_LISTEN}"'
+        )
+    values.setdefault("name", "PLAINTEXT" if index == 0 else f"LISTENER{index + 1}")
+    return ListenerConfig(**values)
+
+
+def _parse_section(name: str, table: Any, keys: Mapping[str, _Spec]) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"[{name}] must be a table")
+    parsed: dict[str, Any] = {}
+    for key, value in _flatten(table).items():
+        spec = keys.get(key)
+        if spec is None:
+            raise ConfigError(
+                f"unknown key {key!r} in [{name}]{_did_you_mean(key, keys)}; "
+                f"known keys: {', '.join(keys)}"
+            )
+        field_name, parser = spec
+        parsed[field_name] = parser(key, value)
+    return parsed
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{full}."))
+        else:
+            flat[full] = value
+    return flat
+
+
+def _did_you_mean(word: str, candidates: Any) -> str:
+    close = difflib.get_close_matches(word, list(candidates), n=1)
+    return f' (did you mean "{close[0]}"?)' if close else ""

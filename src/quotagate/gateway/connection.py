@@ -1,0 +1,490 @@
+"""One client connection and its upstream connection: the gateway's per-connection state machine.
+
+Requests are read, framed and handed to the stage chain; forwarded ones go upstream as the
+original bytes, in order. Responses are matched to requests in order (Kafka answers a
+connection's requests in the order it received them) and written back in the order the
+client sent the requests, whether they were answered upstream or locally.
+
+Reading from the client pauses for several independent reasons (KIP-219 mute, upstream
+back-pressure, upstream still connecting, too many requests in flight, shutdown); it resumes
+only when none is left. While muted or shutting down, frames already read are not processed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import Final, cast
+
+from quotagate.gateway.auth import (
+    ANONYMOUS,
+    AuthContext,
+    Authenticator,
+    AuthResult,
+    SecurityProtocol,
+)
+from quotagate.gateway.config import HostPort, ListenerConfig
+from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
+from quotagate.gateway.logs import kv
+from quotagate.gateway.services import GatewayServices
+from quotagate.gateway.upstream import (
+    AddressPicker,
+    UpstreamLink,
+    UpstreamUnavailableError,
+    open_upstream,
+)
+from quotagate.protocol import api_keys
+from quotagate.protocol.framing import FrameError, FrameReader
+from quotagate.protocol.headers import (
+    HeaderError,
+    RequestHeader,
+    parse_request_header,
+    response_correlation_id,
+)
+from quotagate.protocol.produce import produce_acks
+
+log = logging.getLogger(__name__)
+
+_MUTED: Final = 1
+_SHUTDOWN: Final = 2
+_UPSTREAM_BUSY: Final = 4
+_CONNECTING: Final = 8
+_INFLIGHT_FULL: Final = 16
+_STOP_PROCESSING: Final = _MUTED | _SHUTDOWN
+
+# Kafka reads one request per connection at a time; the gateway pipelines but bounds how
+# many requests a client may have outstanding before it stops reading more.
+MAX_INFLIGHT: Final = 1000
+
+_SASL_KEYS: Final = frozenset({api_keys.SASL_HANDSHAKE, api_keys.SASL_AUTHENTICATE})
+_UPSTREAM_MAX_FRAME: Final = 2_147_483_647  # responses come from a broker we trust
+_RAW_TOKEN: Final = RequestHeader(-1, 0, 0, None, -1)
+
+
+class ClientConnection(asyncio.Protocol):
+    def __init__(
+        self, services: GatewayServices, listener: ListenerConfig, pick: AddressPicker
+    ) -> None:
+        self._services = services
+        self._listener = listener
+        self._pick = pick
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._upstream: asyncio.Transport | None = None
+        self._reader = FrameReader(services.config.socket_request_max_bytes)
+        self._upstream_reader = FrameReader(_UPSTREAM_MAX_FRAME)
+        self._inflight: deque[Exchange] = deque()  # client order
+        self._awaiting: deque[Exchange] = deque()  # forwarded, response not yet received
+        self._to_client: list[bytes] = []
+        self._to_upstream: list[bytes] = []
+        self._paused = 0
+        self._mute_until = 0.0
+        self._mute_handle: asyncio.TimerHandle | None = None
+        self._connect_task: asyncio.Task[None] | None = None
+        self._authenticator: Authenticator | None = None
+        self._registered = False
+        self._closed = False
+        self._draining = False
+        self.last_active = self._loop.time()
+        self.info = ConnectionInfo(
+            connection_id=services.next_connection_id(),
+            listener=listener.name,
+            security_protocol=listener.security_protocol,
+            client_host="",
+            client_port=0,
+            principal=None,
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        peer = transport.get_extra_info("peername") or ("", 0)
+        self.info.client_host, self.info.client_port = str(peer[0]), int(peer[1])
+        services = self._services
+        if len(services.connections) >= services.config.max_connections:
+            log.warning(
+                kv(
+                    "connection_rejected",
+                    reason="max.connections",
+                    limit=services.config.max_connections,
+                    client=self._peer(),
+                    listener=self._listener.name,
+                )
+            )
+            services.metrics.connections_closed.labels("max_connections").inc()
+            self._closed = True
+            self._transport.abort()
+            return
+        services.connections.add(self)
+        self._registered = True
+        services.metrics.connections.labels(self._listener.name).inc()
+        services.metrics.connections_accepted.labels(self._listener.name).inc()
+        if self._listener.security_protocol in SecurityProtocol.SASL:
+            factory = services.authenticator_factory
+            if factory is None:
+                self.close("no authenticator configured for a SASL listener", logging.ERROR)
+                return
+            self._authenticator = factory(
+                AuthContext(
+                    self._listener.name,
+                    self._listener.security_protocol,
+                    self.info.client_host,
+                    self.info.client_port,
+                )
+            )
+        else:
+            self.info.principal = ANONYMOUS
+        log.debug(kv("connection_opened", id=self.info.connection_id, client=self._peer()))
+        self._pause(_CONNECTING)
+        self._connect_task = self._loop.create_task(self._connect_upstream())
+
+    async def _connect_upstream(self) -> None:
+        config = self._services.config
+        try:
+            transport = await open_upstream(
+                self._pick,
+                lambda: UpstreamLink(self),
+                self._services.health,
+                config.socket_connection_setup_timeout_ms / 1000,
+                config.upstream_connect_timeout_ms / 1000,
+                self._connect_failed,
+            )
+        except UpstreamUnavailableError as exc:
+            self.close(f"upstream unavailable: {exc}", logging.WARNING)
+            return
+        if self._closed:
+            transport.close()
+            return
+        self._upstream = transport
+        self._resume(_CONNECTING)
+        self._flush()
+
+    def _connect_failed(
+        self, address: HostPort, attempt: int, delay_s: float, exc: BaseException
+    ) -> None:
+        self._services.metrics.upstream_connect_failures.inc()
+        log.info(
+            kv(
+                "upstream_connect_failed",
+                upstream=address,
+                attempt=attempt,
+                retry_in_ms=round(delay_s * 1000),
+                error=exc or type(exc).__name__,
+            )
+        )
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._closed:
+            log.debug(kv("connection_closed_by_client", id=self.info.connection_id))
+        self._shutdown_io()
+        if self._registered:
+            self._registered = False
+            self._services.connections.discard(self)
+            self._services.metrics.connections.labels(self._listener.name).dec()
+
+    def eof_received(self) -> bool | None:
+        if self._reader.buffered:
+            self._protocol_error(
+                "truncated_frame", f"client closed with {self._reader.buffered} bytes unframed"
+            )
+        return None
+
+    def close(self, reason: str, level: int = logging.INFO) -> None:
+        """Close both halves; pending responses already handed to the transport still go out."""
+        if self._closed:
+            return
+        log.log(
+            level,
+            kv(
+                "connection_closed",
+                id=self.info.connection_id,
+                client=self._peer(),
+                listener=self._listener.name,
+                reason=reason,
+            ),
+        )
+        label = reason.split(":", maxsplit=1)[0][:40]
+        self._services.metrics.connections_closed.labels(label).inc()
+        self._shutdown_io()
+
+    def _shutdown_io(self) -> None:
+        self._closed = True
+        if self._connect_task is not None and not self._connect_task.done():
+            self._connect_task.cancel()
+        if self._mute_handle is not None:
+            self._mute_handle.cancel()
+            self._mute_handle = None
+        if self._transport is not None:
+            self._transport.close()
+        if self._upstream is not None:
+            self._upstream.close()
+            self._upstream = None
+
+    def begin_drain(self) -> None:
+        """Graceful shutdown: read no more requests, close once in-flight ones are answered."""
+        self._draining = True
+        self._pause(_SHUTDOWN)
+        if not self._inflight:
+            self.close("shutdown", logging.DEBUG)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def inflight(self) -> int:
+        return len(self._inflight)
+
+    # -- client → gateway -----------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = self._loop.time()
+        self._reader.feed(data)
+        self._process()
+
+    def _process(self) -> None:
+        reader = self._reader
+        try:
+            while not self._paused & _STOP_PROCESSING and not self._closed:
+                frame = reader.next_frame()
+                if frame is None:
+                    break
+                self._on_request(frame)
+        except FrameError as exc:
+            self._protocol_error("bad_frame", str(exc))
+            return
+        except HeaderError as exc:
+            self._protocol_error("bad_header", str(exc))
+            return
+        except Exception as exc:  # a failing stage must not take the gateway down
+            log.exception(kv("stage_failed", id=self.info.connection_id, error=exc))
+            self.close(f"internal error: {exc}", logging.ERROR)
+            return
+        self._flush()
+
+    def _on_request(self, frame: bytes) -> None:
+        authenticator = self._authenticator
+        if authenticator is not None and authenticator.expects_raw_tokens:
+            exchange = self._admit(_RAW_TOKEN, frame)
+            self._apply_auth(exchange, authenticator.handle_token(frame[4:]))
+            return
+        header = parse_request_header(frame)
+        exchange = self._admit(header, frame)
+        api = self._services.metrics.api(header.api_key)
+        api.requests.inc()
+        api.request_bytes.inc(len(frame))
+        key = header.api_key
+        if (
+            authenticator is not None
+            and key != api_keys.API_VERSIONS
+            and (self.info.principal is None or key in _SASL_KEYS)
+        ):
+            result = authenticator.handle(key, header.api_version, header.correlation_id, frame[4:])
+            self._apply_auth(exchange, result)
+            return
+        chain = self._services.chain
+        if not chain.is_routable(key):
+            raise HeaderError(f"unknown api key {key}")
+        for stage in chain.request_stages(key):
+            exchange.stages_seen += 1
+            stage.on_request(exchange)
+            if exchange.outcome is not Outcome.FORWARD:
+                break
+        outcome = exchange.outcome
+        if outcome is Outcome.FORWARD:
+            self._forward(exchange)
+        elif outcome is Outcome.RESPOND:
+            self._run_response_stages(exchange, exchange.stages_seen - 1)
+        else:
+            self.close(exchange.close_reason, logging.WARNING)
+
+    def _admit(self, header: RequestHeader, frame: bytes) -> Exchange:
+        exchange = Exchange(
+            self.info, header, frame, time.time_ns() // 1_000_000, time.monotonic_ns()
+        )
+        self._inflight.append(exchange)
+        if len(self._inflight) >= MAX_INFLIGHT:
+            self._pause(_INFLIGHT_FULL)
+        return exchange
+
+    def _apply_auth(self, exchange: Exchange, result: AuthResult) -> None:
+        exchange.respond_frame(result.response)
+        exchange.done = True
+        if result.principal is not None and result.principal != self.info.principal:
+            self.info.principal = result.principal
+            log.info(
+                kv(
+                    "authenticated",
+                    id=self.info.connection_id,
+                    client=self._peer(),
+                    principal=result.principal,
+                )
+            )
+        if result.close:
+            exchange.close_after_response = True
+
+    def _forward(self, exchange: Exchange) -> None:
+        frame = exchange.request_frame
+        header = exchange.header
+        # acks=0 produce requests get no response from the broker: expect none.
+        if header.api_key == api_keys.PRODUCE and produce_acks(frame, header) == 0:
+            exchange.done = True
+        else:
+            self._awaiting.append(exchange)
+        exchange.forwarded_ns = time.monotonic_ns()
+        self._to_upstream.append(frame)
+
+    # -- upstream → gateway ---------------------------------------------------------------
+
+    def upstream_data(self, data: bytes) -> None:
+        reader = self._upstream_reader
+        reader.feed(data)
+        try:
+            while not self._closed:
+                frame = reader.next_frame()
+                if frame is None:
+                    break
+                self._on_response(frame)
+        except (FrameError, HeaderError) as exc:
+            self.close(f"bad upstream response: {exc}", logging.ERROR)
+            return
+        except Exception as exc:
+            log.exception(kv("stage_failed", id=self.info.connection_id, error=exc))
+            self.close(f"internal error: {exc}", logging.ERROR)
+            return
+        self._flush()
+
+    def _on_response(self, frame: bytes) -> None:
+        if not self._awaiting:
+            raise HeaderError("upstream sent a response nobody asked for")
+        exchange = self._awaiting.popleft()
+        correlation_id = response_correlation_id(frame)
+        if correlation_id != exchange.header.correlation_id:
+            raise HeaderError(
+                f"upstream answered correlation id {correlation_id}, "
+                f"expected {exchange.header.correlation_id}"
+            )
+        exchange.upstream_ns = time.monotonic_ns() - exchange.forwarded_ns
+        self._services.metrics.api(exchange.header.api_key).upstream_latency.observe(
+            exchange.upstream_ns / 1e9
+        )
+        exchange.response_frame = frame
+        self._run_response_stages(exchange, exchange.stages_seen)
+
+    def _run_response_stages(self, exchange: Exchange, seen: int) -> None:
+        for stage in self._services.chain.response_stages(exchange.header.api_key, seen):
+            stage.on_response(exchange)
+            if exchange.outcome is Outcome.CLOSE:
+                self.close(exchange.close_reason, logging.ERROR)
+                return
+        exchange.done = True
+
+    def upstream_lost(self, exc: Exception | None) -> None:
+        self._upstream = None
+        if not self._closed:
+            # Closing the client promptly lets its own retry and metadata logic take over.
+            self.close(f"upstream connection lost: {exc or 'closed by broker'}", logging.WARNING)
+
+    def upstream_pause_writing(self) -> None:
+        self._pause(_UPSTREAM_BUSY)
+
+    def upstream_resume_writing(self) -> None:
+        self._resume(_UPSTREAM_BUSY)
+
+    # -- gateway → client and upstream ----------------------------------------------------
+
+    def pause_writing(self) -> None:
+        # The client is not reading its responses: stop reading the upstream for it.
+        if self._upstream is not None:
+            self._upstream.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self._upstream is not None:
+            self._upstream.resume_reading()
+
+    def _flush(self) -> None:
+        if self._closed:
+            return
+        inflight = self._inflight
+        close_after = False
+        if inflight and inflight[0].done:
+            out = self._to_client
+            metrics = self._services.metrics
+            while inflight and inflight[0].done:
+                exchange = inflight.popleft()
+                frame = exchange.response_frame
+                if frame is not None:
+                    out.append(frame)
+                    if exchange.header.api_key >= 0:
+                        metrics.api(exchange.header.api_key).response_bytes.inc(len(frame))
+                if exchange.mute_ms:
+                    self._mute(exchange.mute_ms)
+                if exchange.close_after_response:
+                    close_after = True
+                    break
+            if out and self._transport is not None:
+                self._transport.writelines(out)
+                self._to_client = []
+            self.last_active = self._loop.time()
+        if self._to_upstream and self._upstream is not None:
+            self._upstream.writelines(self._to_upstream)
+            self._to_upstream = []
+        if close_after:
+            self.close("authentication failed or refused", logging.INFO)
+        elif self._paused & _INFLIGHT_FULL and len(inflight) < MAX_INFLIGHT // 2:
+            self._resume(_INFLIGHT_FULL)
+        elif self._draining and not inflight:
+            self.close("shutdown", logging.DEBUG)
+
+    # -- reading pauses -------------------------------------------------------------------
+
+    def _mute(self, ms: int) -> None:
+        until = self._loop.time() + ms / 1000
+        if until > self._mute_until:
+            self._mute_until = until
+            if self._mute_handle is not None:
+                self._mute_handle.cancel()
+            self._mute_handle = self._loop.call_at(until, self._unmute)
+        self._pause(_MUTED)
+
+    def _unmute(self) -> None:
+        self._mute_handle = None
+        self._resume(_MUTED)
+
+    def _pause(self, reason: int) -> None:
+        was = self._paused
+        self._paused = was | reason
+        if not was and self._transport is not None and not self._closed:
+            self._transport.pause_reading()
+
+    def _resume(self, reason: int) -> None:
+        if not self._paused & reason:
+            return
+        self._paused &= ~reason
+        if self._closed:
+            return
+        if not self._paused and self._transport is not None:
+            self._transport.resume_reading()
+        if reason & _STOP_PROCESSING and not self._paused & _STOP_PROCESSING:
+            self._process()
+
+    # -- errors ---------------------------------------------------------------------------
+
+    def _protocol_error(self, reason: str, detail: str) -> None:
+        log.warning(
+            kv(
+                "protocol_error",
+                reason=reason,
+                detail=detail,
+                id=self.info.connection_id,
+                client=self._peer(),
+                listener=self._listener.name,
+            )
+        )
+        self.close(reason, logging.DEBUG)
+
+    def _peer(self) -> str:
+        return f"{self.info.client_host}:{self.info.client_port}"

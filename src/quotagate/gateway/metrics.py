@@ -1,0 +1,77 @@
+"""Prometheus metrics of one gateway: connections, requests and bytes by API, upstream latency.
+
+Each gateway owns its registry (tests run several in one process). Labelled children are
+cached per API key so the per-request cost is a few attribute lookups and increments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from quotagate.protocol.api_table import api_name
+
+_LATENCY_BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0, 30.0,
+)  # fmt: skip
+
+
+@dataclass(slots=True)
+class ApiMetrics:
+    requests: Counter
+    request_bytes: Counter
+    response_bytes: Counter
+    upstream_latency: Histogram
+
+
+class GatewayMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.connections = Gauge(
+            "quotagate_connections", "Open client connections", ["listener"], registry=r
+        )
+        self.connections_accepted = Counter(
+            "quotagate_connections_accepted", "Client connections accepted", ["listener"],
+            registry=r,
+        )  # fmt: skip
+        self.connections_closed = Counter(
+            "quotagate_connections_closed", "Client connections closed by the gateway",
+            ["reason"], registry=r,
+        )  # fmt: skip
+        self.upstream_connect_failures = Counter(
+            "quotagate_upstream_connect_failures", "Failed upstream connection attempts",
+            registry=r,
+        )  # fmt: skip
+        self._requests = Counter(
+            "quotagate_requests", "Requests received", ["api"], registry=r
+        )
+        self._request_bytes = Counter(
+            "quotagate_request_bytes", "Request bytes received, size prefix included", ["api"],
+            registry=r,
+        )  # fmt: skip
+        self._response_bytes = Counter(
+            "quotagate_response_bytes", "Response bytes sent, size prefix included", ["api"],
+            registry=r,
+        )  # fmt: skip
+        self._upstream_latency = Histogram(
+            "quotagate_upstream_latency_seconds",
+            "Time from forwarding a request upstream to receiving its response",
+            ["api"], buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self._by_api: dict[int, ApiMetrics] = {}
+
+    def api(self, api_key: int) -> ApiMetrics:
+        metrics = self._by_api.get(api_key)
+        if metrics is None:
+            name = api_name(api_key)
+            metrics = ApiMetrics(
+                self._requests.labels(name),
+                self._request_bytes.labels(name),
+                self._response_bytes.labels(name),
+                self._upstream_latency.labels(name),
+            )
+            self._by_api[api_key] = metrics
+        return metrics

@@ -1,0 +1,156 @@
+"""The gateway: listeners, the stage chain, upstream discovery, idle sweeping, metrics, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from prometheus_client import start_http_server
+
+from quotagate.gateway.auth import AuthenticatorFactory
+from quotagate.gateway.brokers import BrokerDirectory
+from quotagate.gateway.chain import StageChain
+from quotagate.gateway.config import GatewayConfig, HostPort
+from quotagate.gateway.discovery import discover
+from quotagate.gateway.listener import Listener
+from quotagate.gateway.logs import kv
+from quotagate.gateway.metrics import GatewayMetrics
+from quotagate.gateway.services import GatewayServices
+from quotagate.gateway.stage import Stage
+from quotagate.gateway.stages.api_versions import ApiVersionsStage
+from quotagate.gateway.stages.broker_addresses import BrokerAddressStage
+from quotagate.gateway.stages.sasl_on_plaintext import SaslOnPlaintextStage
+from quotagate.gateway.upstream import UpstreamHealth
+from quotagate.quota.backoff import ExponentialBackoff
+
+log = logging.getLogger(__name__)
+
+# KIP-580 reconnect backoff shape (ClusterConnectionStates): base 2, jitter 0.2.
+RECONNECT_MULTIPLIER = 2
+RECONNECT_JITTER = 0.2
+
+
+class Gateway:
+    """A Kafka gateway in front of ``config.bootstrap_servers``.
+
+    ``stages`` run in order on every request they ask for, ahead of the built-in ones
+    (ApiVersions negotiation, SASL refusal on plain listeners, broker-address rewriting), so
+    they see what the client sent and what the client will receive.
+    """
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        stages: Sequence[Stage] = (),
+        authenticator_factory: AuthenticatorFactory | None = None,
+        metrics: GatewayMetrics | None = None,
+    ) -> None:
+        if not config.bootstrap_servers:
+            raise ValueError("the gateway needs upstream bootstrap servers")
+        self.config = config
+        self.metrics = metrics if metrics is not None else GatewayMetrics()
+        self.listeners: dict[str, Listener] = {}
+        api_versions = ApiVersionsStage()
+        self.chain = StageChain(
+            [
+                *stages,
+                api_versions,
+                SaslOnPlaintextStage(),
+                BrokerAddressStage(lambda name: self.listeners[name].map_broker),
+            ]
+        )
+        api_versions.bind(self.chain)
+        backoff = ExponentialBackoff(
+            config.reconnect_backoff_ms,
+            RECONNECT_MULTIPLIER,
+            config.reconnect_backoff_max_ms,
+            RECONNECT_JITTER,
+        )
+        self.services = GatewayServices(
+            config=config,
+            chain=self.chain,
+            metrics=self.metrics,
+            health=UpstreamHealth(backoff),
+            brokers=BrokerDirectory(),
+            authenticator_factory=authenticator_factory,
+        )
+        for listener_config in config.listeners:
+            self.listeners[listener_config.name] = Listener(listener_config, self.services)
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._metrics_server: Any = None
+        self._metrics_thread: threading.Thread | None = None
+        self.metrics_address: HostPort | None = None
+
+    async def start(self) -> None:
+        for listener in self.listeners.values():
+            await listener.start()
+        self._start_metrics()
+        sinks = [listener.map_broker for listener in self.listeners.values()]
+        loop = asyncio.get_running_loop()
+        self._tasks.append(
+            loop.create_task(
+                discover(self.config.bootstrap_servers, self.services.health, self.chain, sinks)
+            )
+        )
+        self._tasks.append(loop.create_task(self._sweep_idle()))
+
+    @property
+    def bootstrap(self) -> dict[str, HostPort]:
+        """Listener name → the bootstrap address clients should use."""
+        result: dict[str, HostPort] = {}
+        for name, listener in self.listeners.items():
+            assert listener.bound is not None, "gateway not started"
+            result[name] = HostPort(listener.config.advertised_host, listener.bound.port)
+        return result
+
+    async def shutdown(self) -> None:
+        """Stop accepting, let in-flight requests finish (up to shutdown.timeout.ms), close."""
+        for listener in self.listeners.values():
+            listener.close()
+        for task in self._tasks:
+            task.cancel()
+        connections = list(self.services.connections)
+        log.info(kv("shutdown_started", connections=len(connections)))
+        for connection in connections:
+            connection.begin_drain()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.shutdown_timeout_ms / 1000
+        while any(not c.closed for c in connections) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        left = [c for c in connections if not c.closed]
+        for connection in left:
+            connection.close("shutdown timeout", logging.WARNING)
+        # Give transports one turn of the loop to flush and report connection_lost.
+        await asyncio.sleep(0)
+        self._stop_metrics()
+        log.info(kv("shutdown_complete", abandoned=len(left)))
+
+    async def _sweep_idle(self) -> None:
+        idle_s = self.config.connections_max_idle_ms / 1000
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(max(idle_s / 4, 0.05), 5.0))
+            now = loop.time()
+            for connection in list(self.services.connections):
+                if not connection.inflight and now - connection.last_active > idle_s:
+                    connection.close("connections.max.idle.ms exceeded")
+
+    def _start_metrics(self) -> None:
+        address = self.config.metrics_listen
+        if address is None:
+            return
+        server, thread = start_http_server(
+            address.port, address.host, registry=self.metrics.registry
+        )
+        self._metrics_server, self._metrics_thread = server, thread
+        self.metrics_address = HostPort(address.host, server.server_address[1])
+        log.info(kv("metrics_started", address=f"http://{self.metrics_address}/metrics"))
+
+    def _stop_metrics(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+            self._metrics_server = None

@@ -1,0 +1,45 @@
+"""The request-pipeline stage interface, in the spirit of Kroxylicious filters.
+
+A stage sees every request of the APIs it names (``request_keys``) with its decoded header,
+the connection (principal included) and the raw frame, and may:
+
+* do nothing: the request goes on to the next stage, then upstream, byte for byte;
+* rewrite it: :meth:`Exchange.replace_request`;
+* answer it locally: :meth:`Exchange.respond` (later stages and the upstream never see it);
+* close the connection: :meth:`Exchange.close`;
+* ask for channel muting: :meth:`Exchange.mute` (KIP-219: the client's socket is not read
+  for that long once the response is written).
+
+Responses flow back through the stages that saw the request, in reverse order, for the APIs
+a stage names in ``response_keys``; there a stage may read the response
+(:meth:`Exchange.response_body`), set ``throttle_time_ms``, replace it, or mute.
+
+Stages run on the event loop and must not block. Bodies are decoded lazily and cached on
+the exchange, so a stage that does not ask costs no decoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+from quotagate.gateway.exchange import Exchange
+
+
+class Stage:
+    """Base class: override what you need; the defaults forward everything untouched."""
+
+    name: ClassVar[str] = "stage"
+    request_keys: ClassVar[frozenset[int] | None] = None
+    """APIs whose requests this stage sees; None means all."""
+    response_keys: ClassVar[frozenset[int] | None] = frozenset()
+    """APIs whose responses this stage sees; None means all (of those it saw as requests)."""
+    local_apis: ClassVar[Mapping[int, range]] = {}
+    """APIs this stage answers itself, with the versions it speaks: advertised in ApiVersions
+    even when the upstream lacks them."""
+
+    def on_request(self, exchange: Exchange) -> None:
+        """Called for each request of ``request_keys``, in stage order."""
+
+    def on_response(self, exchange: Exchange) -> None:
+        """Called for each response of ``response_keys``, in reverse stage order."""

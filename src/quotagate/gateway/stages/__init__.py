@@ -1,0 +1,1 @@
+"""Stages the gateway always runs, ahead of any configured ones."""
