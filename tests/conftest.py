@@ -1,0 +1,122 @@
+"""Shared fixtures: real tansu brokers and real gateways on free loopback ports.
+
+* ``start_tansu()`` starts a fresh broker (memory storage) and returns it; ``tansu`` is one
+  broker shared by the whole session.
+* ``start_gateway(upstream, ...)`` starts a gateway in a background thread in front of any
+  bootstrap address and returns it; ``gateway`` is one shared gateway in front of ``tansu``.
+
+Everything is stopped at the end of the session; tests that need a private broker or
+gateway may stop theirs earlier.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from quotagate.gateway.auth import AuthenticatorFactory
+from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.config import GatewayConfig, HostPort, ListenerConfig, validate
+from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from quotagate.gateway.stage import Stage
+
+TANSU_NODE_ID = 111  # tansu always runs as node 111
+
+
+@pytest.fixture(scope="session")
+def start_tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[], TansuBroker]]:
+    brokers: list[TansuBroker] = []
+    logs = tmp_path_factory.mktemp("tansu")
+
+    def start() -> TansuBroker:
+        broker = TansuBroker(log_file=logs / f"tansu-{len(brokers)}.log")
+        broker.start()
+        brokers.append(broker)
+        return broker
+
+    yield start
+    for broker in brokers:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def tansu(start_tansu: Callable[[], TansuBroker]) -> TansuBroker:
+    return start_tansu()
+
+
+def gateway_config(
+    upstream: str,
+    *,
+    security_protocol: str = "PLAINTEXT",
+    listener: dict[str, Any] | None = None,
+    **fields: Any,
+) -> GatewayConfig:
+    """A one-listener loopback gateway config in front of ``upstream`` (HOST:PORT)."""
+    host, _, port = upstream.rpartition(":")
+    listener_config = ListenerConfig(
+        name=security_protocol,
+        listen=HostPort(LOOPBACK, free_port()),
+        security_protocol=security_protocol,
+        broker_port_start=free_port(),
+        broker_node_id_start=TANSU_NODE_ID,
+        broker_port_count=1,
+    )
+    if listener:
+        listener_config = dataclasses.replace(listener_config, **listener)
+    return validate(
+        GatewayConfig(
+            listeners=(listener_config,),
+            bootstrap_servers=(HostPort(host, int(port)),),
+            **fields,
+        )
+    )
+
+
+@pytest.fixture(scope="session")
+def start_gateway() -> Iterator[Callable[..., BackgroundGateway]]:
+    gateways: list[BackgroundGateway] = []
+
+    def start(
+        upstream: str,
+        *,
+        stages: Sequence[Stage] = (),
+        authenticator_factory: AuthenticatorFactory | None = None,
+        **config: Any,
+    ) -> BackgroundGateway:
+        config_ = gateway_config(upstream, **config)
+        gateway = BackgroundGateway(config_, stages, authenticator_factory)
+        gateway.start()
+        gateways.append(gateway)
+        return gateway
+
+    yield start
+    for gateway in gateways:
+        gateway.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway(
+    start_gateway: Callable[..., BackgroundGateway], tansu: TansuBroker
+) -> BackgroundGateway:
+    return start_gateway(tansu.bootstrap)
+
+
+def _wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what or condition}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def wait_for() -> Callable[..., Any]:
+    """``wait_for(condition, timeout_s=30, what="")``: poll until truthy, fail at the deadline."""
+    return _wait_for
