@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from quotagate import __version__
-from quotagate.commands import engine, users
+from quotagate.commands import engine, pipeline, serve, users
 
 app = typer.Typer(
     name="quotagate",
@@ -32,6 +32,8 @@ def _root(
 
 app.add_typer(engine.app, name="engine")
 app.add_typer(users.app, name="users")
+app.add_typer(pipeline.app, name="pipeline")
+app.command("serve")(serve.serve)
 
 
 def main() -> None:
