@@ -235,4 +235,10 @@ def test_factory_validates_mechanisms(store: CredentialStore) -> None:
         SaslAuthenticatorFactory(store, ["GSSAPI"])
     with pytest.raises(ValueError):
         SaslAuthenticatorFactory(store, [])
-    assert SaslAuthenticatorFactory(store, ["PLAIN", "PLAIN"]).mechanisms == ("PLAIN",)
+    factory = SaslAuthenticatorFactory(store, ["PLAIN", "PLAIN"], {"SECURE": ["SCRAM-SHA-512"]})
+    assert factory.mechanisms("ANY") == ("PLAIN",)
+    assert factory.mechanisms("SECURE") == ("SCRAM-SHA-512",)
+    secure = factory(AuthContext("SECURE", "SASL_SSL", "127.0.0.1", 1))
+    _, body = handshake(secure, "PLAIN")
+    assert body.error_code == ErrorCode.unsupported_sasl_mechanism
+    assert body.mechanisms == ("SCRAM-SHA-512",)

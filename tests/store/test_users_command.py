@@ -77,13 +77,21 @@ def test_refusals(tmp_path: Path) -> None:
 
 
 def test_store_path_comes_from_the_gateway_config(tmp_path: Path) -> None:
-    config = tmp_path / "conf" / "quotagate.toml"
-    config.parent.mkdir()
-    config.write_text('[store]\npath = "state/gw.db"\n')
+    config = tmp_path / "quotagate.toml"
+    db = tmp_path / "state" / "gw.db"
+    config.write_text(f"[store]\npath = {str(db)!r}\n")
     result = runner.invoke(
         app, ["add", "erin", "--password-stdin", "--config", str(config)], input="pw\n"
     )
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "conf" / "state" / "gw.db").exists()
+    assert db.exists()
     listed = runner.invoke(app, ["list", "--config", str(config)])
     assert listed.output.startswith("erin\t")
+
+
+def test_an_invalid_gateway_config_is_reported(tmp_path: Path) -> None:
+    config = tmp_path / "quotagate.toml"
+    config.write_text("[store]\npaht = 'x.db'\n")
+    result = runner.invoke(app, ["list", "--config", str(config)])
+    assert result.exit_code == 2
+    assert "paht" in result.output

@@ -7,15 +7,13 @@ the next connection without a restart. Whoever can write the file administers th
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 
 import typer
 
+from quotagate.gateway.config import ConfigError, GatewayConfig, load_config
 from quotagate.store.credentials import DEFAULT_ITERATIONS, CredentialStore
 from quotagate.store.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramMechanism
-
-DEFAULT_STORE = Path("quotagate.db")
 
 app = typer.Typer(
     help="Manage SASL/SCRAM users (PLAIN logins use the same credentials).",
@@ -23,7 +21,9 @@ app = typer.Typer(
 )
 
 _STORE_OPTION = typer.Option(
-    None, "--store", help="SQLite store file (default: from --config, else ./quotagate.db)."
+    None,
+    "--store",
+    help="SQLite store file (default: [store] path of --config, else quotagate.db).",
 )
 _CONFIG_OPTION = typer.Option(
     None, "--config", exists=True, dir_okay=False, help="Gateway TOML config naming the store."
@@ -37,18 +37,15 @@ _MECHANISM_OPTION = typer.Option(
 
 
 def resolve_store_path(store: Path | None, config: Path | None) -> Path:
-    """--store wins; then the config file's store path (relative to the file); then the default."""
+    """--store wins, then ``[store] path`` of the gateway config (as ``quotagate serve`` does)."""
     if store is not None:
         return store
     if config is not None:
-        with config.open("rb") as handle:
-            document = tomllib.load(handle)
-        section = document.get("store", {})
-        configured = section.get("path") if isinstance(section, dict) else None
-        if isinstance(configured, str) and configured:
-            path = Path(configured)
-            return path if path.is_absolute() else config.parent / path
-    return DEFAULT_STORE
+        try:
+            return Path(load_config(config).store_path)
+        except ConfigError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--config") from exc
+    return Path(GatewayConfig().store_path)
 
 
 def _mechanisms(names: list[str] | None) -> list[ScramMechanism]:

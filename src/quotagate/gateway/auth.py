@@ -21,6 +21,9 @@ ANONYMOUS: Final = "User:ANONYMOUS"
 SASL_HANDSHAKE: Final = 17
 SASL_AUTHENTICATE: Final = 36
 
+SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+"""The SASL mechanisms the gateway can terminate (``sasl.enabled.mechanisms`` default)."""
+
 
 class SecurityProtocol:
     """Kafka's ``security.protocol`` names the gateway accepts on a listener."""

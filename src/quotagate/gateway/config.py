@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from quotagate.gateway.auth import SecurityProtocol
+from quotagate.gateway.auth import SASL_MECHANISMS, SecurityProtocol
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 
 INT32_MAX: Final = 2_147_483_647
@@ -48,6 +48,7 @@ class ListenerConfig:
     broker_port_count: int = 1024
     ssl_certificate_location: str | None = None
     ssl_key_location: str | None = None
+    sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS
 
     def port_for_node(self, node_id: int) -> int | None:
         """The gateway port standing for upstream broker ``node_id``, None outside the range."""
@@ -73,6 +74,8 @@ class GatewayConfig:
     shutdown_timeout_ms: int = 30_000
     metrics_listen: HostPort | None = None
     log_level: str = "INFO"
+    store_path: str = "quotagate.db"
+    """SQLite store (credentials, later quotas); relative paths are from the working directory."""
     extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Sections owned by other components (e.g. ``[store]``), passed through unparsed."""
 
@@ -132,6 +135,19 @@ def _choice(*choices: str) -> Callable[[str, Any], str]:
     return parse
 
 
+def _sasl_mechanisms(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f'{key} must list at least one mechanism, e.g. {key} = ["SCRAM-SHA-512"]')
+    for item in value:
+        if item not in SASL_MECHANISMS:
+            raise ConfigError(
+                f"{key}: {item!r} is not supported; choose from {', '.join(SASL_MECHANISMS)}"
+            )
+    return tuple(dict.fromkeys(value))
+
+
 _Spec = tuple[str, Callable[[str, Any], Any]]  # (dataclass field, parser)
 
 _GATEWAY_KEYS: Final[dict[str, _Spec]] = {
@@ -164,8 +180,12 @@ _LISTENER_KEYS: Final[dict[str, _Spec]] = {
     "broker.port.count": ("broker_port_count", _int(1, 65535)),
     "ssl.certificate.location": ("ssl_certificate_location", _str),
     "ssl.key.location": ("ssl_key_location", _str),
+    "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", _sasl_mechanisms),
 }
-_SECTIONS: Final = ("gateway", "upstream", "listeners", "metrics", "log")
+_STORE_KEYS: Final[dict[str, _Spec]] = {
+    "path": ("store_path", _str),
+}
+_SECTIONS: Final = ("gateway", "upstream", "listeners", "metrics", "log", "store")
 
 _extra_sections: set[str] = set()
 
@@ -204,6 +224,7 @@ def parse_config(document: Mapping[str, Any]) -> GatewayConfig:
         ("upstream", _UPSTREAM_KEYS),
         ("metrics", _METRICS_KEYS),
         ("log", _LOG_KEYS),
+        ("store", _STORE_KEYS),
     ):
         values.update(_parse_section(section, document.get(section, {}), keys))
     listeners = document.get("listeners", [])

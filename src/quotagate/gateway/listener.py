@@ -19,6 +19,7 @@ from quotagate.gateway.connection import ClientConnection
 from quotagate.gateway.logs import kv
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.stages.broker_addresses import UnmappableBrokerError
+from quotagate.gateway.tls import server_context
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +131,4 @@ def _ssl_context(config: ListenerConfig) -> ssl.SSLContext | None:
     if config.security_protocol not in SecurityProtocol.TLS:
         return None
     assert config.ssl_certificate_location and config.ssl_key_location
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(config.ssl_certificate_location, config.ssl_key_location)
-    return context
+    return server_context(config.ssl_certificate_location, config.ssl_key_location)

@@ -18,7 +18,7 @@ import io
 import logging
 import secrets
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import Enum, auto
 from typing import Any, Final, Protocol
 
@@ -34,6 +34,7 @@ from kio.static.primitive import i32
 from quotagate.gateway.auth import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
+    SASL_MECHANISMS,
     AuthContext,
     AuthResult,
 )
@@ -43,12 +44,6 @@ from quotagate.gateway.sasl_scram import ScramServer
 from quotagate.store.scram import ScramKeys, ScramMechanism
 
 log = logging.getLogger(__name__)
-
-SUPPORTED_MECHANISMS: Final = (
-    PLAIN,
-    ScramMechanism.SCRAM_SHA_256.value,
-    ScramMechanism.SCRAM_SHA_512.value,
-)
 
 _HANDSHAKE_VERSIONS: Final[dict[int, Any]] = {
     0: handshake_v0,
@@ -257,28 +252,45 @@ class SaslAuthenticator:
 
 
 class SaslAuthenticatorFactory:
-    """Builds the per-connection authenticator of a SASL listener (an AuthenticatorFactory)."""
+    """Builds the per-connection authenticator of a SASL listener (an AuthenticatorFactory).
 
-    def __init__(self, credentials: CredentialSource, mechanisms: Sequence[str]) -> None:
-        unknown = [m for m in mechanisms if m not in SUPPORTED_MECHANISMS]
-        if unknown:
-            raise ValueError(
-                f"unsupported SASL mechanism(s) {', '.join(unknown)};"
-                f" supported: {', '.join(SUPPORTED_MECHANISMS)}"
-            )
-        if not mechanisms:
-            raise ValueError("a SASL listener needs at least one enabled mechanism")
+    ``mechanisms`` are those enabled on every listener unless ``listener_mechanisms`` names
+    the listener (Kafka's ``listener.name.<l>.sasl.enabled.mechanisms``).
+    """
+
+    def __init__(
+        self,
+        credentials: CredentialSource,
+        mechanisms: Sequence[str] = SASL_MECHANISMS,
+        listener_mechanisms: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         self._credentials = credentials
-        self._mechanisms = tuple(dict.fromkeys(mechanisms))
+        self._mechanisms = _checked(mechanisms)
+        self._listener_mechanisms = {
+            name: _checked(names) for name, names in (listener_mechanisms or {}).items()
+        }
         # Per process, so decoy salts for unknown users stay stable while the gateway runs.
         self._decoy_secret = secrets.token_bytes(32)
 
-    @property
-    def mechanisms(self) -> tuple[str, ...]:
-        return self._mechanisms
+    def mechanisms(self, listener: str) -> tuple[str, ...]:
+        return self._listener_mechanisms.get(listener, self._mechanisms)
 
     def __call__(self, context: AuthContext) -> SaslAuthenticator:
-        return SaslAuthenticator(context, self._credentials, self._mechanisms, self._decoy_secret)
+        return SaslAuthenticator(
+            context, self._credentials, self.mechanisms(context.listener), self._decoy_secret
+        )
+
+
+def _checked(mechanisms: Sequence[str]) -> tuple[str, ...]:
+    unknown = [m for m in mechanisms if m not in SASL_MECHANISMS]
+    if unknown:
+        raise ValueError(
+            f"unsupported SASL mechanism(s) {', '.join(unknown)};"
+            f" supported: {', '.join(SASL_MECHANISMS)}"
+        )
+    if not mechanisms:
+        raise ValueError("a SASL listener needs at least one enabled mechanism")
+    return tuple(dict.fromkeys(mechanisms))
 
 
 def _decode_request(request_type: Any, frame: bytes) -> Any | None:

@@ -1,0 +1,25 @@
+"""From the gateway config to the authenticator factory of its SASL listeners."""
+
+from __future__ import annotations
+
+from quotagate.gateway.auth import SecurityProtocol
+from quotagate.gateway.config import GatewayConfig
+from quotagate.gateway.sasl import SaslAuthenticatorFactory
+from quotagate.store.credentials import CredentialStore
+
+
+def authenticator_factory(config: GatewayConfig) -> SaslAuthenticatorFactory | None:
+    """None when no listener uses SASL; otherwise one factory over the credential store."""
+    sasl_listeners = [
+        listener
+        for listener in config.listeners
+        if listener.security_protocol in SecurityProtocol.SASL
+    ]
+    if not sasl_listeners:
+        return None
+    return SaslAuthenticatorFactory(
+        CredentialStore.open(config.store_path),
+        listener_mechanisms={
+            listener.name: listener.sasl_enabled_mechanisms for listener in sasl_listeners
+        },
+    )
