@@ -11,7 +11,8 @@ from typing import Annotated
 import typer
 import uvloop
 
-from quotagate.gateway.auth import AuthenticatorFactory, SecurityProtocol
+from quotagate.gateway import sasl_setup
+from quotagate.gateway.auth import AuthenticatorFactory
 from quotagate.gateway.config import (
     ConfigError,
     GatewayConfig,
@@ -75,17 +76,7 @@ def serve(
 
 def authenticator_factory_for(settings: GatewayConfig) -> AuthenticatorFactory | None:
     """The authenticator of SASL listeners (None when no listener uses SASL)."""
-    sasl = [
-        listener.name
-        for listener in settings.listeners
-        if listener.security_protocol in SecurityProtocol.SASL
-    ]
-    if not sasl:
-        return None
-    raise ConfigError(
-        f"listener(s) {', '.join(sasl)} use SASL, which this build cannot serve yet; "
-        "use security.protocol = \"PLAINTEXT\""
-    )
+    return sasl_setup.authenticator_factory(settings)
 
 
 def _settings(config: Path | None, listen: str | None, upstream: str | None) -> GatewayConfig:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from quotagate.gateway.auth import SecurityProtocol
-from quotagate.gateway.config import GatewayConfig
+from quotagate.gateway.config import ConfigError, GatewayConfig
 from quotagate.gateway.sasl import SaslAuthenticatorFactory
 from quotagate.store.credentials import CredentialStore
 
@@ -17,8 +19,12 @@ def authenticator_factory(config: GatewayConfig) -> SaslAuthenticatorFactory | N
     ]
     if not sasl_listeners:
         return None
+    try:
+        credentials = CredentialStore.open(config.store_path)
+    except (OSError, sqlite3.Error, RuntimeError) as exc:
+        raise ConfigError(f"cannot open the store {config.store_path}: {exc}") from exc
     return SaslAuthenticatorFactory(
-        CredentialStore.open(config.store_path),
+        credentials,
         listener_mechanisms={
             listener.name: listener.sasl_enabled_mechanisms for listener in sasl_listeners
         },
