@@ -7,25 +7,23 @@ reported in one readable sentence instead of a JVM stack trace.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
 
 from quotagate.pipeline.errors import PipelineError
 from quotagate.usage.schema import USAGE_COLUMNS, USAGE_SCHEMA
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 # Directory levels the gateway's writer (and our writers) partition by.
 PARTITION_COLUMNS: Final = ("date", "hour")
 
 
 def usage_spark_schema() -> StructType:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     return from_arrow_schema(USAGE_SCHEMA)
 
 
@@ -60,8 +58,6 @@ def read_usage(spark: SparkSession, path: str | Path) -> DataFrame:
 
 def write_usage(frame: DataFrame, path: str | Path) -> None:
     """Write events as ``date=YYYY-MM-DD/hour=HH/`` Parquet, like the gateway does."""
-    from pyspark.sql import functions as F  # noqa: N812
-
     stamp = F.timestamp_millis(F.col("ts_ms"))
     (
         frame.select(*USAGE_COLUMNS)
@@ -92,7 +88,7 @@ def _same_type(actual: pa.DataType, expected: pa.DataType) -> bool:
     # Spark and pyarrow name list items differently ("element" vs "item"); nullability
     # does not matter either. Compare the shape of the type only.
     if pa.types.is_list(expected):
-        return pa.types.is_list(actual) and _same_type(actual.value_type, expected.value_type)
+        return bool(pa.types.is_list(actual)) and _same_type(actual.value_type, expected.value_type)
     if pa.types.is_struct(expected):
         if not pa.types.is_struct(actual) or actual.num_fields != expected.num_fields:
             return False
@@ -102,5 +98,5 @@ def _same_type(actual: pa.DataType, expected: pa.DataType) -> bool:
             for i in range(expected.num_fields)
         )
     if pa.types.is_string(expected):
-        return pa.types.is_string(actual) or pa.types.is_large_string(actual)
+        return bool(pa.types.is_string(actual) or pa.types.is_large_string(actual))
     return bool(actual.equals(expected))

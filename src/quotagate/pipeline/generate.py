@@ -6,7 +6,7 @@ output is the same whatever the Spark master or parallelism.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,7 +50,7 @@ def generate(spark: SparkSession, options: GenerateOptions, out: str | Path) -> 
     sizes = chunk_sizes(options.events)
     seed = options.seed
 
-    def draw(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def draw(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
         for batch in batches:
             for chunk in batch.column(0).to_pylist():
                 yield event_chunk(pop, seed, chunk, sizes[chunk])

@@ -15,6 +15,7 @@ from quotagate.quota import (
     DEFAULT,
     ClientQuotaManager,
     ControllerMutationQuotaManager,
+    EntityName,
     QuotaFile,
     load_quota_file,
 )
@@ -99,7 +100,7 @@ def window_seconds(quota_file: QuotaFile) -> int:
     return int(quota_file.gateway.get(WINDOW_SIZE, 1))
 
 
-def _entity_name(entity: dict[str, str | None], entity_type: str) -> str | object | None:
+def _entity_name(entity: dict[str, str | None], entity_type: str) -> EntityName:
     if entity_type not in entity:
         return None
     name = entity[entity_type]

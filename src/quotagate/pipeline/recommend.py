@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
@@ -77,14 +77,15 @@ def _percentile_rates(spark: SparkSession, rollup_dir: Path, p: float) -> pd.Dat
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     windows = spark.read.parquet(str(rollup_dir / "windows"))
-    frame = (
+    frame = cast(
+        pd.DataFrame,
         windows.groupBy("quota_type", "share_user", "share_client", "entity_user", "entity_client")
         .agg(
             F.percentile("sustained_rate", p).alias("observed"),
             F.max("sustained_rate").alias("observed_max"),
             F.first("quota_limit").alias("current_limit"),
         )
-        .toPandas()
+        .toPandas(),
     )
     if frame.empty:
         raise PipelineError(f"{rollup_dir} has no usage windows to recommend from")
@@ -101,11 +102,12 @@ def _size_mutation_buckets(
     """Pick ``controller.quota.window.num`` and raise rates whose storms do not fit."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
-    storms = (
+    storms = cast(
+        pd.DataFrame,
         spark.read.parquet(str(rollup_dir / "windows"))
         .where((F.col("quota_type") == "controller_mutation") & (F.col("value") > 0))
         .select("share_user", "share_client", "window_start_ms", "value")
-        .toPandas()
+        .toPandas(),
     )
     rates["burst"] = 0.0
     rates["needed_window_num"] = 0

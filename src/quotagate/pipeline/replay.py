@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.types import IntegerType, LongType, ShortType, StringType, StructField, StructType
 
 from quotagate.pipeline.events import read_usage
 from quotagate.pipeline.quotas import parse_quotas
 from quotagate.pipeline.replay_core import replay_frame
 from quotagate.pipeline.sharing import replay_groups
 from quotagate.pipeline.tables import write_json
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 HEATMAP_BUCKETS = 48
 _REPLAY_INPUT = [
@@ -78,15 +78,6 @@ def replay_dataframe(
     spark: SparkSession, events: DataFrame, quota_text: str, *, closed_loop: bool
 ) -> DataFrame:
     """Per-request predictions (lazy): the input columns plus replay_core's columns."""
-    from pyspark.sql import functions as F  # noqa: N812
-    from pyspark.sql.types import (
-        IntegerType,
-        LongType,
-        ShortType,
-        StringType,
-        StructField,
-        StructType,
-    )
 
     quota_file = parse_quotas(quota_text)
     pairs = [
@@ -122,7 +113,6 @@ def replay_dataframe(
 
 def entity_summary(requests: DataFrame) -> DataFrame:
     """Per client (principal, client id): how the candidate quotas would have treated it."""
-    from pyspark.sql import functions as F  # noqa: N812
 
     throttled = F.col("predicted_throttle_ms") > 0
     delayed_bytes = F.when(
@@ -147,7 +137,6 @@ def entity_summary(requests: DataFrame) -> DataFrame:
 
 def throttle_heatmap(requests: DataFrame) -> DataFrame:
     """Predicted throttle per client and time bucket (a fixed number of buckets)."""
-    from pyspark.sql import functions as F  # noqa: N812
 
     bounds = requests.agg(F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi")).first()
     lo = int(bounds["lo"]) if bounds and bounds["lo"] is not None else 0
@@ -165,7 +154,6 @@ def throttle_heatmap(requests: DataFrame) -> DataFrame:
 
 
 def _totals(requests: DataFrame) -> dict[str, int]:
-    from pyspark.sql import functions as F  # noqa: N812
 
     row = requests.agg(
         F.count(F.lit(1)).alias("events"),

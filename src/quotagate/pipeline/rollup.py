@@ -14,7 +14,10 @@ for a template at one entity level when there is none. Tables written under ``ou
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F  # noqa: N812
 
 from quotagate.pipeline import apis
 from quotagate.pipeline.events import read_usage
@@ -23,9 +26,6 @@ from quotagate.pipeline.quotas import WINDOW_NUM, parse_quotas, window_seconds
 from quotagate.pipeline.sharing import resolve_pairs
 from quotagate.pipeline.tables import write_json
 from quotagate.quota import nanos_to_percentage
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
 
 KEY_COLUMNS = ["quota_type", "share_user", "share_client", "entity_user", "entity_client"]
 PERCENTILES = (0.5, 0.9, 0.95, 0.99)
@@ -39,7 +39,6 @@ def rollup(
     quota_text: str | None = None,
     level: str = "user",
 ) -> dict[str, Any]:
-    from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     out = Path(out)
     configured = bool(quota_text)
@@ -109,7 +108,6 @@ def _key_table(
 
 def _measures(events: DataFrame) -> DataFrame:
     """One row per (event, quota type it is charged to), with the recorded unit."""
-    from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     api = F.col("api_key")
     percent_per_us = nanos_to_percentage(1000)
@@ -150,8 +148,6 @@ def _measures(events: DataFrame) -> DataFrame:
 
 
 def _windows(events: DataFrame, keys: DataFrame, window_s: int, window_num: int) -> DataFrame:
-    from pyspark.sql import Window  # noqa: PLC0415
-    from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     span_ms = (window_num - 1) * window_s * 1000
     sustained = (
@@ -175,7 +171,6 @@ def _windows(events: DataFrame, keys: DataFrame, window_s: int, window_num: int)
 
 
 def _topics(events: DataFrame, window_s: int) -> DataFrame:
-    from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     return (
         events.where(F.size("topics") > 0)
@@ -189,7 +184,6 @@ def _topics(events: DataFrame, window_s: int) -> DataFrame:
 def _entities(windows: DataFrame) -> DataFrame:
     """Percentiles over a key's *active* windows: idle time says nothing about the quota
     a client needs while it works."""
-    from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     aggregates = [
         F.sum("value").alias("total"),

@@ -5,10 +5,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "2g"
@@ -32,8 +30,6 @@ def spark_session(
     # The workers must run the same interpreter as the driver, or pandas UDFs fail
     # with version mismatches.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     quiet_jvm = f"-Dlog4j.configurationFile={Path(__file__).with_name('log4j2.properties')}"
     builder = (
         SparkSession.builder.master(master)

@@ -1,0 +1,161 @@
+"""``ingest``: Kafka broker request logs (text or KIP-673 JSON) to usage events.
+
+Every input line ends in exactly one bucket: ``ok`` (became an event), ``error`` (a
+request-log line that did not parse) or ``other`` (not a request-log line: other loggers,
+stack-trace continuations). Counts and samples of the last two go into the stage report;
+nothing is dropped silently.
+
+Mapping to the usage schema: the event time is the log time minus ``totalTime`` (usage
+events stamp when a request was read); ``gateway_time_us`` is ``localTime``, the I/O-thread
+time KIP-124 charges (the log does not split out network-thread time); remote time is
+purgatory time and never charged, so ``upstream_time_us`` is 0. Request logs carry no frame
+sizes: produce bytes are the record bytes, fetch bytes the records returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, timezone
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa
+
+from quotagate.pipeline.errors import PipelineError
+from quotagate.pipeline.events import write_usage
+from quotagate.pipeline.ingest_json import parse_json_request
+from quotagate.pipeline.ingest_text import parse_text_request
+from quotagate.pipeline.logline import (
+    LineError,
+    ParsedRequest,
+    client_host,
+    request_start_ms,
+    split_line,
+)
+from quotagate.pipeline.tables import write_json
+from quotagate.usage.schema import USAGE_SCHEMA
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPORT_NAME: Final = "_ingest_report.json"
+SAMPLES: Final = 20
+_STATUS_FIELDS: Final = [
+    pa.field("status", pa.string()),
+    pa.field("reason", pa.string()),
+    pa.field("line", pa.string()),
+]
+PARSED_SCHEMA: Final = pa.schema([*USAGE_SCHEMA, *_STATUS_FIELDS])
+
+
+def parse_line(line: str, gateway_id: str, tz: timezone = UTC) -> dict[str, Any]:
+    """One input line as a usage row plus ``status``/``reason``."""
+    try:
+        split = split_line(line, tz)
+        if split is None:
+            return _status("other", "not a 'Completed request' line", line)
+        logged_ms, body = split
+        parsed = parse_json_request(body) if body.startswith("{") else parse_text_request(body)
+    except LineError as exc:
+        return _status("error", str(exc), line)
+    return _row(parsed, logged_ms, gateway_id)
+
+
+def ingest(
+    spark: SparkSession, logs: str | Path, out: str | Path, *, tz: timezone = UTC
+) -> dict[str, Any]:
+    """Parse every line under ``logs`` and write events under ``out`` (+ the report)."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+    from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415
+
+    files = _input_files(Path(logs))
+    lines = spark.read.text([str(f) for f in files]).withColumn("file", F.input_file_name())
+
+    def parse(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        for batch in batches:
+            rows = [
+                parse_line(text, _gateway_of(name), tz)
+                for text, name in zip(
+                    batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True
+                )
+            ]
+            yield pa.RecordBatch.from_pylist(rows, schema=PARSED_SCHEMA)
+
+    parsed = lines.mapInArrow(parse, from_arrow_schema(PARSED_SCHEMA)).cache()
+    try:
+        counts = {r["status"]: int(r["count"]) for r in parsed.groupBy("status").count().collect()}
+        if counts.get("ok", 0) == 0:
+            raise PipelineError(
+                f"no request-log line under {logs} parsed "
+                f"({counts.get('error', 0)} failed, {counts.get('other', 0)} other lines); "
+                "is kafka.request.logger at DEBUG?"
+            )
+        write_usage(parsed.where(F.col("status") == "ok").drop("status", "reason", "line"), out)
+        report = {
+            "files": len(files),
+            "lines": sum(counts.values()),
+            "events": counts.get("ok", 0),
+            "failed": counts.get("error", 0),
+            "other": counts.get("other", 0),
+            "failed_samples": _samples(parsed, "error"),
+            "other_samples": _samples(parsed, "other"),
+        }
+    finally:
+        parsed.unpersist()
+    write_json(Path(out) / REPORT_NAME, report)
+    return report
+
+
+def _row(parsed: ParsedRequest, logged_ms: int, gateway_id: str) -> dict[str, Any]:
+    return {
+        "ts_ms": request_start_ms(logged_ms, parsed.total_time_ms),
+        "gateway_id": gateway_id,
+        "listener": parsed.listener,
+        "principal": parsed.principal,
+        "client_id": parsed.client_id,
+        "client_host": client_host(parsed.connection),
+        "api_key": parsed.api_key,
+        "api_version": parsed.api_version,
+        "request_bytes": parsed.request_bytes,
+        "response_bytes": parsed.response_bytes,
+        "topics": [{"topic": t, "bytes": b} for t, b in parsed.topics],
+        "partition_mutations": parsed.partition_mutations,
+        "gateway_time_us": round(parsed.local_time_ms * 1000),
+        "upstream_time_us": 0,
+        "throttle_ms": parsed.throttle_time_ms,
+        "throttle_cause": "",
+        "error_code": 0,
+        "status": "ok",
+        "reason": None,
+        "line": None,
+    }
+
+
+def _status(status: str, reason: str, line: str) -> dict[str, Any]:
+    return {"status": status, "reason": reason, "line": line[:2000]}
+
+
+def _samples(parsed: Any, status: str) -> list[dict[str, str]]:
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    rows = parsed.where(F.col("status") == status).select("reason", "line").limit(SAMPLES)
+    return [{"reason": r["reason"], "line": r["line"]} for r in rows.collect()]
+
+
+def _input_files(logs: Path) -> list[Path]:
+    if not logs.exists():
+        raise PipelineError(f"{logs} does not exist")
+    if logs.is_file():
+        return [logs]
+    files = sorted(p for p in logs.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
+    if not files:
+        raise PipelineError(f"{logs} holds no log files (empty directory?)")
+    return files
+
+
+def _gateway_of(file_uri: str) -> str:
+    """Broker logs carry no broker id; the file name stands in for it (e.g. broker-1.log)."""
+    name = PurePosixPath(file_uri).name
+    for suffix in (".gz", ".log"):
+        name = name.removesuffix(suffix)
+    return name or "broker"
