@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from quotagate import __version__
-from quotagate.commands import engine, pipeline, serve, users
+from quotagate.commands import engine, pipeline, serve, topics, users
 
 app = typer.Typer(
     name="quotagate",
@@ -34,6 +34,7 @@ app.add_typer(engine.app, name="engine")
 app.add_typer(users.app, name="users")
 app.add_typer(pipeline.app, name="pipeline")
 app.command("serve")(serve.serve)
+app.add_typer(topics.app, name="topics")
 
 
 def main() -> None:

@@ -119,6 +119,8 @@ class CallRunner:
         return controller
 
     def _timed_out(self, name: str, tries: int, cause: KafkaError) -> KafkaTimeoutError:
+        reason = cause.reason if isinstance(cause, KafkaTimeoutError) else cause.message
         return KafkaTimeoutError(
-            f"Call(callName={name}) timed out after {tries} retried attempt(s): {cause.message}"
+            f"Call(callName={name}) timed out after {tries} retried attempt(s): {reason}",
+            reason,
         )

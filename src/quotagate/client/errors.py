@@ -65,10 +65,15 @@ class UnsupportedVersionError(KafkaError):
 
 
 class KafkaTimeoutError(KafkaError):
-    """A call ran out of time (``default.api.timeout.ms`` or the per-call timeout)."""
+    """A call ran out of time (``default.api.timeout.ms`` or the per-call timeout).
 
-    def __init__(self, message: str) -> None:
+    ``reason`` is what the call was waiting for, kept when an outer call wraps an inner one
+    (a metadata fetch inside a createTopics call) so the message names the root cause.
+    """
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
         super().__init__(ErrorCode.REQUEST_TIMED_OUT, message)
+        self.reason = reason if reason is not None else message
 
 
 class NetworkError(KafkaError):

@@ -107,7 +107,8 @@ class NetworkClient:
                 await self._sleep_until(
                     self._clock() + state.reconnect.delay_ms(self._clock()),
                     deadline_ms,
-                    f"waiting to reconnect to node {node.node_id} ({node.address})",
+                    f"waiting to reconnect to node {node.node_id} ({node.address}); "
+                    f"last attempt: {state.last_error}",
                 )
                 await self._connect(state, deadline_ms)
         await self._wait_throttle(state, deadline_ms)
@@ -152,6 +153,7 @@ class NetworkClient:
             elif isinstance(exc.__cause__, TimeoutError):
                 state.setup.timed_out()
             state.reconnect.failed(self._clock())
+            state.last_error = exc.message
             self._events.connect_failed(node.node_id, self._clock(), state.reconnect.backoff_ms)
             log.debug("connect to node %d failed: %s", node.node_id, exc)
             if isinstance(exc, ConnectError):

@@ -21,7 +21,16 @@ class Node:
 
 
 class NodeState:
-    __slots__ = ("api_versions", "connection", "lock", "node", "reconnect", "setup", "throttle")
+    __slots__ = (
+        "api_versions",
+        "connection",
+        "last_error",
+        "lock",
+        "node",
+        "reconnect",
+        "setup",
+        "throttle",
+    )
 
     def __init__(self, node: Node, reconnect: ReconnectState, setup: SetupTimeoutState) -> None:
         self.node = node
@@ -30,6 +39,7 @@ class NodeState:
         self.throttle = NodeThrottle()
         self.connection: BrokerConnection | None = None
         self.api_versions: dict[int, VersionRange] = {}
+        self.last_error: str | None = None  # why the last connect failed, for messages
         self.lock = asyncio.Lock()  # one connect at a time per node
 
     @property
