@@ -1,0 +1,137 @@
+"""Malformed input on the wire closes only the offending connection, with a log line, while
+another client keeps producing through the same gateway."""
+
+from __future__ import annotations
+
+import logging
+import random
+import socket
+import struct
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from quotagate.gateway.background import BackgroundGateway
+
+pytestmark = pytest.mark.integration
+
+
+class SteadyProducer:
+    """Produces continuously in a thread; records every acknowledgement and error."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self._producer = Producer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 2, "message.timeout.ms": 30000}
+        )
+        self._topic = topic
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.acked = 0
+        self.errors: list[Any] = []
+
+    def _on_delivery(self, err: Any, _msg: Any) -> None:
+        if err:
+            self.errors.append(err)
+        else:
+            self.acked += 1
+
+    def _run(self) -> None:
+        sequence = 0
+        while not self._stop.is_set():
+            self._producer.produce(
+                self._topic, value=f"{sequence}".encode(), on_delivery=self._on_delivery
+            )
+            sequence += 1
+            self._producer.poll(0.005)
+        self._producer.flush(30)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+@pytest.fixture
+def steady(gateway: BackgroundGateway, wait_for: Any) -> Iterator[SteadyProducer]:
+    bootstrap = str(gateway.bootstrap)
+    topic = f"steady-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    producer = SteadyProducer(bootstrap, topic)
+    producer.start()
+    wait_for(lambda: producer.acked > 0, 30, "the steady producer to get going")
+    yield producer
+    producer.stop()
+
+
+def _send_and_expect_close(
+    gateway: BackgroundGateway, payload: bytes, *, half_close: bool = False
+) -> None:
+    address = gateway.bootstrap
+    with socket.create_connection((address.host, address.port), timeout=30) as sock:
+        sock.sendall(payload)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+        try:
+            while sock.recv(65536):
+                pass  # the gateway may answer something before closing; keep reading
+        except ConnectionResetError:
+            pass  # a reset is a close too
+
+
+def _request(api_key: int, client_id_length: int, client_id: bytes, body: bytes = b"") -> bytes:
+    header = struct.pack(">hhih", api_key, 0, 1, client_id_length) + client_id
+    payload = header + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+CASES = {
+    "truncated frame": (struct.pack(">i", 100) + b"x" * 10, True, "truncated_frame"),
+    "frame over socket.request.max.bytes": (struct.pack(">i", 104_857_601), False, "bad_frame"),
+    "negative frame size": (struct.pack(">i", -5), False, "bad_frame"),
+    "unknown api key": (_request(999, 3, b"abc"), False, "unknown api key 999"),
+    "header lies about its size": (_request(3, 500, b"short"), False, "bad_header"),
+    "frame shorter than a header": (struct.pack(">i", 3) + b"abc", False, "bad_header"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_closes_only_that_connection(
+    case: str,
+    gateway: BackgroundGateway,
+    steady: SteadyProducer,
+    caplog: pytest.LogCaptureFixture,
+    wait_for: Any,
+) -> None:
+    payload, half_close, logged = CASES[case]
+    caplog.set_level(logging.INFO, logger="quotagate")
+    acked_before = steady.acked
+    _send_and_expect_close(gateway, payload, half_close=half_close)
+    wait_for(lambda: logged in caplog.text, 10, f"a log line mentioning {logged!r}")
+    wait_for(lambda: steady.acked > acked_before + 20, 30, "the other producer to keep going")
+    assert not steady.errors
+
+
+def test_random_garbage(
+    gateway: BackgroundGateway,
+    steady: SteadyProducer,
+    caplog: pytest.LogCaptureFixture,
+    wait_for: Any,
+) -> None:
+    caplog.set_level(logging.INFO, logger="quotagate")
+    rng = random.Random(3)
+    for _ in range(20):
+        acked_before = steady.acked
+        garbage = bytes(rng.getrandbits(8) for _ in range(rng.randint(1, 4096)))
+        _send_and_expect_close(gateway, garbage, half_close=True)
+        wait_for(lambda n=acked_before: steady.acked > n, 30, "the other producer to keep going")
+    assert "event=protocol_error" in caplog.text
+    assert not steady.errors
