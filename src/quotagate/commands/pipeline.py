@@ -40,7 +40,7 @@ def _guarded(body: Callable[[], T]) -> T:
     try:
         return body()
     except PipelineError as exc:
-        _console.print(f"[bold red]error:[/] {exc}")
+        _console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
         raise typer.Exit(2) from None
 
 
