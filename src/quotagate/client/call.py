@@ -68,6 +68,11 @@ class CallRunner:
         """
         backoff = CallBackoff(self._retry_backoff)
         while True:
+            if self._clock() >= deadline_ms:
+                raise KafkaTimeoutError(
+                    f"Call(callName={name}) timed out after {backoff.tries} retried attempt(s)",
+                    "the deadline passed before the call could be sent",
+                )
             try:
                 node = await self._node_for(target, deadline_ms)
                 response, version = await self._network.send(node, api_key, build, deadline_ms)

@@ -135,7 +135,8 @@ class NetworkClient:
         now = self._clock()
         state.reconnect.connecting(now)
         self._events.connect_attempt(node.node_id, now)
-        timeout_ms = min(float(state.setup.timeout_ms), max(deadline_ms - now, 0.0))
+        setup_ms = float(state.setup.timeout_ms)
+        timeout_ms = min(setup_ms, max(deadline_ms - now, 0.0))
         connection: BrokerConnection | None = None
         try:
             connection = await BrokerConnection.open(
@@ -150,8 +151,8 @@ class NetworkClient:
         except KafkaError as exc:
             if connection is not None:
                 connection.close()
-            elif isinstance(exc.__cause__, TimeoutError):
-                state.setup.timed_out()
+            elif isinstance(exc.__cause__, TimeoutError) and timeout_ms == setup_ms:
+                state.setup.timed_out()  # only a setup timeout, not the call's deadline
             state.reconnect.failed(self._clock())
             state.last_error = exc.message
             self._events.connect_failed(node.node_id, self._clock(), state.reconnect.backoff_ms)
