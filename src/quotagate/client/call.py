@@ -69,9 +69,11 @@ class CallRunner:
         backoff = CallBackoff(self._retry_backoff)
         while True:
             if self._clock() >= deadline_ms:
+                reason = "the deadline passed before the call could be sent"
                 raise KafkaTimeoutError(
-                    f"Call(callName={name}) timed out after {backoff.tries} retried attempt(s)",
-                    "the deadline passed before the call could be sent",
+                    f"Call(callName={name}) timed out after {backoff.tries} retried "
+                    f"attempt(s): {reason}",
+                    reason,
                 )
             try:
                 node = await self._node_for(target, deadline_ms)
