@@ -1,0 +1,159 @@
+"""max.connections, connections.max.idle.ms, /metrics and graceful shutdown."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.api_versions.v0.request import ApiVersionsRequest
+from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
+from kio.static.primitive import i8, i32, i64
+
+from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.config import HostPort
+from quotagate.gateway.embedded import TansuBroker
+from quotagate.protocol import codec
+
+pytestmark = pytest.mark.integration
+
+
+def _connect(gateway: BackgroundGateway) -> socket.socket:
+    address = gateway.bootstrap
+    return socket.create_connection((address.host, address.port), timeout=30)
+
+
+def _round_trip(sock: socket.socket, request: Any, correlation_id: int) -> bytes:
+    sock.sendall(codec.encode_request_frame(request, correlation_id, "hygiene"))
+    return _read_frame(sock)
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    header = _read_exactly(sock, 4)
+    (size,) = struct.unpack(">i", header)
+    return header + _read_exactly(sock, size)
+
+
+def _read_exactly(sock: socket.socket, count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = sock.recv(count - len(data))
+        if not chunk:
+            raise ConnectionError("closed")
+        data += chunk
+    return data
+
+
+def _is_closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_max_connections(
+    tansu: TansuBroker,
+    start_gateway: Callable[..., BackgroundGateway],
+    caplog: pytest.LogCaptureFixture,
+    wait_for: Any,
+) -> None:
+    caplog.set_level(logging.INFO, logger="quotagate")
+    gateway = start_gateway(tansu.bootstrap, max_connections=2)
+    first, second = _connect(gateway), _connect(gateway)
+    for sock, cid in ((first, 1), (second, 2)):
+        assert codec.decode_response(_round_trip(sock, ApiVersionsRequest(), cid), 18, 0)
+    third = _connect(gateway)
+    assert _is_closed(third)
+    assert "max.connections" in caplog.text
+    first.close()
+    wait_for(lambda: len(gateway.gateway.services.connections) < 2, 10, "a free slot")
+    fourth = _connect(gateway)
+    assert _round_trip(fourth, ApiVersionsRequest(), 4)
+    for sock in (second, third, fourth):
+        sock.close()
+    gateway.stop()
+
+
+def test_idle_connections_are_closed(
+    tansu: TansuBroker,
+    start_gateway: Callable[..., BackgroundGateway],
+    caplog: pytest.LogCaptureFixture,
+    wait_for: Any,
+) -> None:
+    caplog.set_level(logging.INFO, logger="quotagate")
+    gateway = start_gateway(tansu.bootstrap, connections_max_idle_ms=300)
+    with _connect(gateway) as sock:
+        assert _round_trip(sock, ApiVersionsRequest(), 1)
+        assert _is_closed(sock)
+    wait_for(lambda: "connections.max.idle.ms exceeded" in caplog.text, 10, "the log line")
+    gateway.stop()
+
+
+def test_metrics_endpoint(
+    tansu: TansuBroker, start_gateway: Callable[..., BackgroundGateway]
+) -> None:
+    gateway = start_gateway(tansu.bootstrap, metrics_listen=HostPort("127.0.0.1", 0))
+    admin = AdminClient({"bootstrap.servers": str(gateway.bootstrap)})
+    assert admin.list_topics(timeout=30).brokers
+    address = gateway.gateway.metrics_address
+    assert address is not None
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    assert 'quotagate_requests_total{api="metadata"}' in text
+    assert 'quotagate_request_bytes_total{api="api_versions"}' in text
+    assert 'quotagate_response_bytes_total{api="metadata"}' in text
+    assert 'quotagate_upstream_latency_seconds_bucket{api="metadata",le="0.005"}' in text
+    assert 'quotagate_connections{listener="PLAINTEXT"}' in text
+    gateway.stop()
+
+
+def test_shutdown_drains_in_flight_requests(
+    tansu: TansuBroker, start_gateway: Callable[..., BackgroundGateway]
+) -> None:
+    gateway = start_gateway(tansu.bootstrap)
+    topic = f"drain-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": str(gateway.bootstrap)})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    # A fetch on an empty partition waits upstream for max_wait: it is in flight while the
+    # gateway shuts down, and must still be answered before the connection closes.
+    fetch = FetchRequest(
+        max_wait=timedelta(milliseconds=1500),
+        min_bytes=i32(1),
+        isolation_level=i8(0),
+        topics=(
+            FetchTopic(
+                topic=topic,
+                partitions=(
+                    FetchPartition(
+                        partition=i32(0), fetch_offset=i64(0), partition_max_bytes=i32(1 << 20)
+                    ),
+                ),
+            ),
+        ),
+    )
+    with _connect(gateway) as sock:
+        sent = time.monotonic()
+        sock.sendall(codec.encode_request_frame(fetch, 99, "drain"))
+        wait_for_inflight = time.monotonic() + 10
+        while not any(c.inflight for c in gateway.gateway.services.connections):
+            assert time.monotonic() < wait_for_inflight, "fetch never reached the gateway"
+            time.sleep(0.01)
+        stopper = threading.Thread(target=gateway.stop)
+        stopper.start()
+        response = _read_frame(sock)
+        assert time.monotonic() - sent >= 1.0, "the fetch was not held upstream: nothing drained"
+        assert struct.unpack_from(">i", response, 4)[0] == 99
+        assert codec.decode_response(response, 1, 4).responses[0].topic == topic
+        assert _is_closed(sock)
+        stopper.join(30)
+        assert not stopper.is_alive()
