@@ -45,6 +45,8 @@ def spark_session(
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.adaptive.enabled", "true")
+        # Coalescing would fold a small replay into one task and leave cores idle.
+        .config("spark.sql.adaptive.coalescePartitions.enabled", "false")
         .config("spark.sql.sources.partitionOverwriteMode", "static")
     )
     spark = builder.getOrCreate()
