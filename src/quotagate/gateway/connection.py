@@ -34,6 +34,7 @@ from quotagate.gateway.upstream import (
     UpstreamLink,
     UpstreamUnavailableError,
     open_upstream,
+    relay_buffer_limits,
 )
 from quotagate.protocol import api_keys
 from quotagate.protocol.framing import FrameError, FrameReader
@@ -101,6 +102,7 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
+        relay_buffer_limits(self._transport)
         peer = transport.get_extra_info("peername") or ("", 0)
         self.info.client_host, self.info.client_port = str(peer[0]), int(peer[1])
         services = self._services

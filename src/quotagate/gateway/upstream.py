@@ -69,6 +69,7 @@ class UpstreamLink(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        relay_buffer_limits(self.transport)
 
     def data_received(self, data: bytes) -> None:
         self._owner.upstream_data(data)
@@ -82,6 +83,17 @@ class UpstreamLink(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._owner.upstream_resume_writing()
+
+
+# A produce request or fetch response is often a megabyte or more; with asyncio's default
+# 64 KiB high-water mark every such frame would stop and restart the relay several times.
+WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+WRITE_BUFFER_LOW = 1024 * 1024
+
+
+def relay_buffer_limits(transport: asyncio.Transport) -> None:
+    """Let a relaying transport buffer a few large frames before pushing back."""
+    transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=WRITE_BUFFER_LOW)
 
 
 AddressPicker = Callable[[int], HostPort | None]
