@@ -1,0 +1,227 @@
+"""Gateway pass-through cost: confluent-kafka straight to tansu vs through quotagate, same run.
+
+    python benchmarks/passthrough.py [--messages 50000] [--rounds 3] [--rate 1000]
+
+Starts an embedded tansu broker and a ``quotagate serve`` process in front of it (its own
+process, as in production), then alternates direct and gateway rounds so drift on a noisy
+machine hits both sides alike. Reports medians over rounds: produce and consume throughput
+(1 KiB messages) and produce latency percentiles at a fixed moderate rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+
+MESSAGE_BYTES = 1024
+PARTITIONS = 3
+TANSU_NODE_ID = 111
+
+
+@dataclass
+class Figures:
+    produce_mb_s: list[float] = field(default_factory=list)
+    produce_msg_s: list[float] = field(default_factory=list)
+    consume_mb_s: list[float] = field(default_factory=list)
+    consume_msg_s: list[float] = field(default_factory=list)
+    p50_ms: list[float] = field(default_factory=list)
+    p99_ms: list[float] = field(default_factory=list)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rate", type=int, default=1000, help="latency test, messages/s")
+    parser.add_argument("--latency-seconds", type=float, default=5.0)
+    args = parser.parse_args()
+
+    with TansuBroker() as broker, tempfile.TemporaryDirectory() as workdir:
+        gateway_bootstrap, gateway = _start_gateway(broker.bootstrap, Path(workdir))
+        try:
+            results = {"direct": Figures(), "gateway": Figures()}
+            sides = (("direct", broker.bootstrap), ("gateway", gateway_bootstrap))
+            for round_number in range(args.rounds):
+                for name, bootstrap in sides:
+                    _one_round(bootstrap, args, results[name])
+                    print(f"round {round_number + 1} {name}: done", file=sys.stderr)
+            _report(results, args)
+        finally:
+            gateway.terminate()
+            gateway.wait(30)
+
+
+def _start_gateway(upstream: str, workdir: Path) -> tuple[str, subprocess.Popen[bytes]]:
+    port = free_port()
+    config = workdir / "bench.toml"
+    config.write_text(
+        f"""
+[upstream]
+bootstrap.servers = "{upstream}"
+[[listeners]]
+name = "PLAINTEXT"
+listen = "{LOOPBACK}:{port}"
+broker.port.start = {free_port()}
+broker.node.id.start = {TANSU_NODE_ID}
+broker.port.count = 1
+[log]
+level = "WARNING"
+""",
+        encoding="utf-8",
+    )
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "quotagate"), "serve", "--config", str(config)],
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    bootstrap = f"{LOOPBACK}:{port}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if admin.list_topics(timeout=2).brokers:
+                return bootstrap, process
+        except Exception:
+            if time.monotonic() > deadline:
+                process.kill()
+                raise
+        time.sleep(0.1)
+
+
+def _one_round(bootstrap: str, args: argparse.Namespace, figures: Figures) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        future.result(30)
+    try:
+        seconds = _produce_throughput(bootstrap, topic, args.messages)
+        figures.produce_msg_s.append(args.messages / seconds)
+        figures.produce_mb_s.append(args.messages * MESSAGE_BYTES / seconds / 1e6)
+        seconds = _consume_throughput(bootstrap, topic, args.messages)
+        figures.consume_msg_s.append(args.messages / seconds)
+        figures.consume_mb_s.append(args.messages * MESSAGE_BYTES / seconds / 1e6)
+        latencies = _produce_latency(bootstrap, topic, args.rate, args.latency_seconds)
+        figures.p50_ms.append(_percentile(latencies, 50))
+        figures.p99_ms.append(_percentile(latencies, 99))
+    finally:
+        for future in admin.delete_topics([topic]).values():
+            future.result(30)
+
+
+def _produce_throughput(bootstrap: str, topic: str, count: int) -> float:
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000, "acks": "all"}
+    )
+    payload = os.urandom(MESSAGE_BYTES)
+    producer.produce(topic, value=payload)  # connect and fetch metadata outside the clock
+    producer.flush(30)
+    start = time.perf_counter()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value=payload)
+                break
+            except BufferError:
+                producer.poll(0.001)
+        producer.poll(0)
+    if producer.flush(120) != 0:
+        raise RuntimeError("messages left undelivered")
+    return time.perf_counter() - start
+
+
+def _consume_throughput(bootstrap: str, topic: str, count: int) -> float:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52_428_800,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    received = 0
+    start = time.perf_counter()
+    deadline = start + 300
+    # count + 1: the warm-up message of the produce test is in the topic too.
+    while received < count + 1:
+        received += sum(1 for m in consumer.consume(10_000, 1.0) if m.error() is None)
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"consumed only {received} of {count + 1}")
+    seconds = time.perf_counter() - start
+    consumer.close()
+    return seconds
+
+
+def _produce_latency(bootstrap: str, topic: str, rate: int, duration_s: float) -> list[float]:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
+    payload = os.urandom(MESSAGE_BYTES)
+    producer.produce(topic, value=payload)
+    producer.flush(30)
+    latencies: list[float] = []
+
+    def on_delivery(sent_at: float) -> Callable[[Any, Any], None]:
+        def record(err: Any, _msg: Any) -> None:
+            if err is None:
+                latencies.append((time.perf_counter() - sent_at) * 1000)
+
+        return record
+
+    interval = 1 / rate
+    start = time.perf_counter()
+    for i in range(int(rate * duration_s)):
+        send_at = start + i * interval
+        while (now := time.perf_counter()) < send_at:
+            producer.poll(min(send_at - now, 0.001))
+        producer.produce(topic, value=payload, on_delivery=on_delivery(now))
+        producer.poll(0)
+    producer.flush(60)
+    return latencies
+
+
+def _percentile(values: list[float], p: int) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
+
+
+def _report(results: dict[str, Figures], args: argparse.Namespace) -> None:
+    direct, gateway = results["direct"], results["gateway"]
+    med = statistics.median
+    rows = [
+        ("produce MB/s", med(direct.produce_mb_s), med(gateway.produce_mb_s)),
+        ("produce msg/s", med(direct.produce_msg_s), med(gateway.produce_msg_s)),
+        ("consume MB/s", med(direct.consume_mb_s), med(gateway.consume_mb_s)),
+        ("consume msg/s", med(direct.consume_msg_s), med(gateway.consume_msg_s)),
+        (f"produce p50 ms @{args.rate}/s", med(direct.p50_ms), med(gateway.p50_ms)),
+        (f"produce p99 ms @{args.rate}/s", med(direct.p99_ms), med(gateway.p99_ms)),
+    ]
+    print(
+        f"confluent-kafka, {MESSAGE_BYTES} B messages, {args.messages} per round, "
+        f"{args.rounds} rounds (medians), {PARTITIONS} partitions, acks=all"
+    )
+    print("| metric | direct | through gateway | gateway / direct |")
+    print("|---|---|---|---|")
+    for name, d, g in rows:
+        print(f"| {name} | {d:,.2f} | {g:,.2f} | {g / d:.1%} |")
+    print(
+        f"| p99 added latency | | {med(gateway.p99_ms) - med(direct.p99_ms):+.2f} ms | |"
+    )
+    print(f"| p50 added latency | | {med(gateway.p50_ms) - med(direct.p50_ms):+.2f} ms | |")
+
+
+if __name__ == "__main__":
+    main()
