@@ -72,6 +72,7 @@ class GatewayConfig:
     socket_connection_setup_timeout_ms: int = 10_000
     upstream_connect_timeout_ms: int = 10_000
     shutdown_timeout_ms: int = 30_000
+    connection_failed_authentication_delay_ms: int = 100
     metrics_listen: HostPort | None = None
     log_level: str = "INFO"
     store_path: str = "quotagate.db"
@@ -160,6 +161,10 @@ _GATEWAY_KEYS: Final[dict[str, _Spec]] = {
     "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _int(1)),
     "upstream.connect.timeout.ms": ("upstream_connect_timeout_ms", _int(0)),
     "shutdown.timeout.ms": ("shutdown_timeout_ms", _int(0)),
+    "connection.failed.authentication.delay.ms": (
+        "connection_failed_authentication_delay_ms",
+        _int(0),
+    ),
 }
 _UPSTREAM_KEYS: Final[dict[str, _Spec]] = {
     "bootstrap.servers": ("bootstrap_servers", _host_ports),

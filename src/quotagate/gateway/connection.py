@@ -225,6 +225,17 @@ class ClientConnection(asyncio.Protocol):
             self._upstream.close()
             self._upstream = None
 
+    def _close_after_refusal(self) -> None:
+        # Kafka's connection.failed.authentication.delay.ms: a refused client is not let go at
+        # once. The refusal is already written; closing a moment later also keeps clients that
+        # drop bytes arriving together with a TLS close_notify (kafka-python) from missing it.
+        self._pause(_SHUTDOWN)
+        delay_ms = self._services.config.connection_failed_authentication_delay_ms
+        if delay_ms <= 0:
+            self.close("authentication failed or refused")
+            return
+        self._loop.call_later(delay_ms / 1000, self.close, "authentication failed or refused")
+
     def begin_drain(self) -> None:
         """Graceful shutdown: read no more requests, close once in-flight ones are answered."""
         self._draining = True
@@ -435,7 +446,7 @@ class ClientConnection(asyncio.Protocol):
             self._upstream.writelines(self._to_upstream)
             self._to_upstream = []
         if close_after:
-            self.close("authentication failed or refused", logging.INFO)
+            self._close_after_refusal()
         elif self._paused & _INFLIGHT_FULL and len(inflight) < MAX_INFLIGHT // 2:
             self._resume(_INFLIGHT_FULL)
         elif self._draining and not inflight:
