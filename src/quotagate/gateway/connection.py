@@ -53,7 +53,8 @@ _SHUTDOWN: Final = 2
 _UPSTREAM_BUSY: Final = 4
 _CONNECTING: Final = 8
 _INFLIGHT_FULL: Final = 16
-_STOP_PROCESSING: Final = _MUTED | _SHUTDOWN
+_HELD: Final = 32  # a throttled request is in flight (Exchange.hold_reading)
+_STOP_PROCESSING: Final = _MUTED | _SHUTDOWN | _HELD
 
 # Kafka reads one request per connection at a time; the gateway pipelines but bounds how
 # many requests a client may have outstanding before it stops reading more.
@@ -81,6 +82,7 @@ class ClientConnection(asyncio.Protocol):
         self._to_client: list[bytes] = []
         self._to_upstream: list[bytes] = []
         self._paused = 0
+        self._held = 0
         self._mute_until = 0.0
         self._mute_handle: asyncio.TimerHandle | None = None
         self._connect_task: asyncio.Task[None] | None = None
@@ -306,6 +308,9 @@ class ClientConnection(asyncio.Protocol):
             stage.on_request(exchange)
             if exchange.outcome is not Outcome.FORWARD:
                 break
+        if exchange.hold:
+            self._held += 1
+            self._pause(_HELD)
         outcome = exchange.outcome
         if outcome is Outcome.FORWARD:
             self._forward(exchange)
@@ -435,6 +440,8 @@ class ClientConnection(asyncio.Protocol):
                         metrics.api(exchange.header.api_key).response_bytes.inc(len(frame))
                 if exchange.mute_ms:
                     self._mute(exchange.mute_ms)
+                if exchange.hold:
+                    self._held -= 1
                 if exchange.close_after_response:
                     close_after = True
                     break
@@ -451,6 +458,9 @@ class ClientConnection(asyncio.Protocol):
             self._resume(_INFLIGHT_FULL)
         elif self._draining and not inflight:
             self.close("shutdown", logging.DEBUG)
+        if self._paused & _HELD and not self._held and not self._closed:
+            # Last, because resuming may process buffered requests (and flush again).
+            self._resume(_HELD)
 
     # -- reading pauses -------------------------------------------------------------------
 

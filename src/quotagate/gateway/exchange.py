@@ -47,6 +47,7 @@ class Exchange:
         "done",
         "forwarded_ns",
         "header",
+        "hold",
         "mute_ms",
         "outcome",
         "received_ms",
@@ -78,6 +79,7 @@ class Exchange:
         self.response_frame: bytes | None = None
         """The response to send, size prefix included; None while pending or if none."""
         self.mute_ms = 0
+        self.hold = False
         self.close_reason = ""
         self.close_after_response = False
         self.done = False
@@ -135,6 +137,10 @@ class Exchange:
         """Close the client connection instead of answering."""
         self.outcome = Outcome.CLOSE
         self.close_reason = reason
+
+    def hold_reading(self) -> None:
+        """Read no further request from this client until this one's response is written."""
+        self.hold = True
 
     def mute(self, ms: int) -> None:
         """KIP-219: stop reading from this client for ``ms`` once the response is sent."""

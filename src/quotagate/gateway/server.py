@@ -85,6 +85,8 @@ class Gateway:
         self.metrics_address: HostPort | None = None
 
     async def start(self) -> None:
+        for stage in self.chain.stages:
+            await stage.start()
         for listener in self.listeners.values():
             await listener.start()
         self._start_metrics()
@@ -125,6 +127,8 @@ class Gateway:
             connection.close("shutdown timeout", logging.WARNING)
         # Give transports one turn of the loop to flush and report connection_lost.
         await asyncio.sleep(0)
+        for stage in self.chain.stages:
+            await stage.close()
         self._stop_metrics()
         log.info(kv("shutdown_complete", abandoned=len(left)))
 

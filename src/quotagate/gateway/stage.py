@@ -8,7 +8,9 @@ the connection (principal included) and the raw frame, and may:
 * answer it locally: :meth:`Exchange.respond` (later stages and the upstream never see it);
 * close the connection: :meth:`Exchange.close`;
 * ask for channel muting: :meth:`Exchange.mute` (KIP-219: the client's socket is not read
-  for that long once the response is written).
+  for that long once the response is written);
+* stop reading further requests until this one is answered: :meth:`Exchange.hold_reading`
+  (a request already known to be throttled, as a broker reads one request at a time).
 
 Responses flow back through the stages that saw the request, in reverse order, for the APIs
 a stage names in ``response_keys``; there a stage may read the response
@@ -37,6 +39,12 @@ class Stage:
     local_apis: ClassVar[Mapping[int, range]] = {}
     """APIs this stage answers itself, with the versions it speaks: advertised in ApiVersions
     even when the upstream lacks them."""
+
+    async def start(self) -> None:
+        """Called once on the gateway's loop when it starts, before clients connect."""
+
+    async def close(self) -> None:
+        """Called once on shutdown, after client connections were drained."""
 
     def on_request(self, exchange: Exchange) -> None:
         """Called for each request of ``request_keys``, in stage order."""
