@@ -1,0 +1,122 @@
+"""Prometheus view of the quotas, named after Kafka's quota metrics (spec §3.8).
+
+Kafka metric ``<name>`` of group ``<Group>`` (JMX ``kafka.server:type=<Group>``) becomes
+``quotagate_<group>_<name>`` with ``-`` turned into ``_`` and the ``user`` / ``client-id``
+tags as ``user`` / ``client_id`` labels, e.g. ``quotagate_produce_byte_rate``,
+``quotagate_request_request_time``, ``quotagate_fetch_throttle_time``,
+``quotagate_request_exempt_request_time``, ``quotagate_produce_queue_size``,
+``quotagate_controllermutation_tokens``. The configured bound of each live sharing key is
+``quotagate_<group>_quota`` (KIP-786). Label sets disappear when Kafka would expire the
+sensor (one hour idle), because the snapshot is rebuilt from the live sensors only.
+
+The engine is not thread-safe, so the event loop builds a snapshot every housekeeping tick
+and the scrape thread only reads the latest one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from quotagate.quota.java import UNBOUNDED
+
+if TYPE_CHECKING:
+    from quotagate.gateway.quota_runtime import QuotaRuntime
+
+_LABELS = ["user", "client_id"]
+
+
+def build_snapshot(runtime: QuotaRuntime, now_ms: int) -> dict[str, Any]:
+    series: dict[str, list[tuple[list[str], float]]] = {}
+
+    def add(name: str, labels: list[str], value: float) -> None:
+        series.setdefault(name, []).append((labels, value))
+
+    for group, manager, rate_name in (
+        ("produce", runtime.produce, "byte_rate"),
+        ("fetch", runtime.fetch, "byte_rate"),
+        ("request", runtime.request, "request_time"),
+    ):
+        for state in manager.states(now_ms):
+            labels = [state.key[0], state.key[1]]
+            add(f"{group}_{rate_name}", labels, state.value)
+            add(f"{group}_quota", labels, state.limit)
+            if not math.isnan(state.throttle_time_avg):
+                add(f"{group}_throttle_time", labels, state.throttle_time_avg)
+        add(f"{group}_queue_size", [], float(manager.throttled_channels.queue_size))
+    controller = runtime.controller
+    for state in controller.states(now_ms):
+        labels = [state.key[0], state.key[1]]
+        add("controllermutation_tokens", labels, state.value)
+        add("controllermutation_quota", labels, state.limit)
+    for key, sensor in controller._quota_sensors.items():
+        add("controllermutation_mutation_rate", [key[0], key[1]], sensor.metrics[0].measure(now_ms))
+    for key, sensor in controller._throttle_sensors.items():
+        value = sensor.metrics[0].measure(now_ms)
+        if not math.isnan(value):
+            add("controllermutation_throttle_time", [key[0], key[1]], value)
+    add("controllermutation_queue_size", [], float(controller.throttled_channels.queue_size))
+    add("request_exempt_request_time", [], runtime.request.exempt_rate(now_ms))
+    quota = runtime.topic_quota
+    add("topic_total_bytes_in_rate", [], quota.total_meter.one_minute_rate(now_ms))
+    add("topic_error_bytes_in_rate", [], quota.error_meter.one_minute_rate(now_ms))
+    add("topic_throttled_bytes_in_rate", [], quota.throttled_meter.one_minute_rate(now_ms))
+    if quota.total_threshold is not None:
+        add("topic_total_bytes_in_threshold", [], quota.total_threshold)
+    for topic in list(quota.topic_meters):
+        add("topic_bytes_in_rate", [topic], quota.topic_rate(topic, now_ms))
+        threshold = quota.threshold_for(topic)
+        if threshold is not None:
+            add("topic_bytes_in_threshold", [topic], threshold)
+    usage = runtime.usage
+    counters = {
+        "usage_events_dropped": float(usage.dropped if usage else 0),
+        "usage_events_written": float(usage.written if usage else 0),
+        "topic_refusals": float(runtime.topic_refusals),
+        "topic_throttles": float(runtime.topic_throttles),
+    }
+    return {"series": series, "counters": counters}
+
+
+_HELP = {
+    "byte_rate": "Bytes per second over the quota window (Kafka byte-rate)",
+    "request_time": "Percent of one thread's time over the quota window (Kafka request-time)",
+    "throttle_time": "Average throttle time in ms (Kafka throttle-time)",
+    "quota": "Configured quota bound of this sharing key (KIP-786)",
+    "queue_size": "Channels currently throttled (Kafka queue-size)",
+    "tokens": "KIP-599 token bucket level (Kafka tokens)",
+    "mutation_rate": "Partition mutations per second (Kafka mutation-rate)",
+}
+
+_TOPIC_LABELS = {"topic_bytes_in_rate": ["topic"], "topic_bytes_in_threshold": ["topic"]}
+
+
+class QuotaCollector(Collector):
+    def __init__(self, runtime: QuotaRuntime) -> None:
+        self._runtime = runtime
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        snapshot = self._runtime.snapshot
+        for name, points in snapshot.get("series", {}).items():
+            if name in _TOPIC_LABELS:
+                labels = _TOPIC_LABELS[name]
+            else:
+                labels = _LABELS if points and points[0][0] else []
+            suffix = next((h for k, h in _HELP.items() if name.endswith(k)), name)
+            family = GaugeMetricFamily(f"quotagate_{name}", suffix, labels=labels)
+            for label_values, value in points:
+                family.add_metric(label_values, _finite(value))
+            yield family
+        for name, value in snapshot.get("counters", {}).items():
+            family = GaugeMetricFamily(f"quotagate_{name}", name.replace("_", " "))
+            family.add_metric([], value)
+            yield family
+
+
+def _finite(value: float) -> float:
+    # Unbounded quotas are Long.MAX_VALUE; Prometheus takes it as a float anyway.
+    return value if not math.isinf(value) else UNBOUNDED

@@ -1,0 +1,387 @@
+"""The quota state one gateway shares between its quota stages.
+
+Holds the engine's managers (configured from the store and the config file), the topic
+bytes-in thresholds, the usage-event writer and what is known about the upstream, and makes
+the final KIP-219 decision of every request (:meth:`QuotaRuntime.finish`). Everything runs
+on the gateway's event loop; only the usage writer and the Prometheus collector have threads
+of their own, and they see the engine only through snapshots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from quotagate.gateway.config import GatewayConfig
+from quotagate.gateway.exchange import Exchange
+from quotagate.gateway.logs import kv
+from quotagate.gateway.quota_metrics import build_snapshot
+from quotagate.gateway.quota_settings import THROTTLE, QuotaSettings
+from quotagate.gateway.quota_ticket import (
+    CONTROLLER_MUTATION,
+    FETCH,
+    PRODUCE,
+    REQUEST,
+    TICKET_KEY,
+    TOPIC_BYTES_IN,
+    QuotaTicket,
+    combine,
+)
+from quotagate.gateway.upstream_facts import UpstreamFacts, refresh_forever
+from quotagate.protocol import api_keys, api_table, request_time
+from quotagate.quota import (
+    ClientQuotaManager,
+    ControllerMutationQuotaManager,
+    RequestQuotaManager,
+    TopicBytesInQuota,
+)
+from quotagate.quota.quota_config import manager_entity
+from quotagate.store.quotas import Change, EntityKey, QuotaStore, entity_key
+from quotagate.usage.schema import UsageEvent
+from quotagate.usage.writer import UsageWriter, UsageWriterSettings
+
+log = logging.getLogger(__name__)
+
+HOUSEKEEPING_S: Final = 1.0
+"""Like Kafka's throttled-channel reaper, which polls its delay queue every second."""
+UPSTREAM_REFRESH_S: Final = 30.0
+ANONYMOUS_NAME: Final = "ANONYMOUS"
+
+# Which manager a client-quota key configures.
+_PRODUCE_KEY: Final = "producer_byte_rate"
+_FETCH_KEY: Final = "consumer_byte_rate"
+_REQUEST_KEY: Final = "request_percentage"
+_MUTATION_KEY: Final = "controller_mutation_rate"
+
+
+def user_of(principal: str | None) -> str:
+    """``User:alice`` → ``alice``: quota managers take principal names."""
+    if principal is None:
+        return ANONYMOUS_NAME
+    kind, sep, name = principal.partition(":")
+    return name if sep else kind
+
+
+class QuotaRuntime:
+    def __init__(
+        self,
+        settings: QuotaSettings,
+        *,
+        gateway_id: str = "quotagate",
+        bootstrap: Iterable[Any] = (),
+        store: QuotaStore | None = None,
+    ) -> None:
+        self.settings = settings
+        self.gateway_id = gateway_id
+        self.bootstrap = tuple(bootstrap)
+        self.store = store
+        self.produce = ClientQuotaManager("produce", settings.window_num, settings.window_size_s)
+        self.fetch = ClientQuotaManager("fetch", settings.window_num, settings.window_size_s)
+        self.request = RequestQuotaManager(settings.window_num, settings.window_size_s)
+        self.controller = ControllerMutationQuotaManager(
+            settings.controller_window_num, settings.controller_window_size_s
+        )
+        self._managers: dict[str, ClientQuotaManager] = {
+            _PRODUCE_KEY: self.produce,
+            _FETCH_KEY: self.fetch,
+            _REQUEST_KEY: self.request,
+            _MUTATION_KEY: self.controller,
+        }
+        self.topic_quota = TopicBytesInQuota(settings.total_bytes_in_threshold, _wall_ms())
+        self.topic_throttle_mode = settings.topic_bytes_in_mode == THROTTLE
+        self.facts = UpstreamFacts(settings.num_partitions)
+        self.client_quotas: dict[EntityKey, dict[str, float]] = {}
+        self.usage: UsageWriter | None = None
+        self.last_now_ms = 0
+        """The latest ``now_ms`` any decision used; metrics are measured at this time."""
+        self.topic_refusals = 0
+        self.topic_throttles = 0
+        self.snapshot: dict[str, Any] = {}
+        """Metric values for the Prometheus collector, swapped whole every housekeeping tick."""
+        self._store_version: int | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        if store is not None:
+            self.reload_store()
+
+    @classmethod
+    def from_config(cls, config: GatewayConfig, store: QuotaStore | None = None) -> QuotaRuntime:
+        settings = QuotaSettings.from_config(config)
+        if store is None:
+            store_path = getattr(config, "store_path", None)
+            if store_path:
+                store = QuotaStore.open(Path(store_path))
+        return cls(
+            settings, gateway_id=config.gateway_id, bootstrap=config.bootstrap_servers, store=store
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        usage = self.settings.usage
+        if usage.path is not None:
+            self.usage = UsageWriter(
+                UsageWriterSettings(
+                    directory=usage.path,
+                    gateway_id=self.gateway_id,
+                    roll_interval_s=usage.roll_interval_s,
+                    roll_bytes=usage.roll_bytes,
+                    queue_size=usage.queue_size,
+                )
+            )
+        loop = asyncio.get_running_loop()
+        if self.bootstrap:
+            self._tasks.append(
+                loop.create_task(refresh_forever(self.facts, self.bootstrap, UPSTREAM_REFRESH_S))
+            )
+        self._timer = loop.call_later(HOUSEKEEPING_S, self._housekeeping)
+
+    async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for task in self._tasks:
+            task.cancel()
+        self._tasks.clear()
+        if self.usage is not None:
+            usage, self.usage = self.usage, None
+            await asyncio.get_running_loop().run_in_executor(None, usage.close)
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def reload_store(self) -> None:
+        """Bring the managers and thresholds in line with the store (another process wrote)."""
+        store = self.store
+        if store is None:
+            return
+        self._store_version = store.data_version()
+        wanted = store.client_quotas()
+        for key in set(self.client_quotas) | set(wanted):
+            old = self.client_quotas.get(key, {})
+            new = wanted.get(key, {})
+            for quota_key in set(old) | set(new):
+                if old.get(quota_key) != new.get(quota_key):
+                    self._apply(dict(key), quota_key, new.get(quota_key))
+        self.client_quotas = wanted
+        total = store.total_threshold()
+        if total is None:
+            total = self.settings.total_bytes_in_threshold
+        thresholds = store.topic_thresholds()
+        quota = self.topic_quota
+        for topic in set(quota.explicit_thresholds) - set(thresholds):
+            quota.set_topic_threshold(topic, None)
+        # Order matters for the sum rule: lower thresholds first, raise the total first.
+        if total is not None and (quota.total_threshold is None or total > quota.total_threshold):
+            quota.set_total_threshold(total)
+        for topic, value in sorted(thresholds.items(), key=lambda item: item[1]):
+            if quota.explicit_thresholds.get(topic) != value:
+                try:
+                    quota.set_topic_threshold(topic, value)
+                except ValueError as exc:
+                    log.warning(kv("threshold_not_applied", topic=topic, error=exc))
+        if total != quota.total_threshold:
+            try:
+                quota.set_total_threshold(total)
+            except ValueError as exc:
+                log.warning(kv("threshold_not_applied", topic="<total>", error=exc))
+
+    def alter_client_quotas(
+        self, changes: list[Change], principal: str, source: str
+    ) -> list[Change]:
+        """Store and apply at once: the next request of an affected client sees them."""
+        if self.store is not None:
+            applied = self.store.alter_client_quotas(changes, principal, source)
+            self._store_version = self.store.data_version()
+        else:
+            applied = [c for c in changes if self._current(c) != c.value]
+        for change in applied:
+            key = entity_key(change.entity)
+            values = self.client_quotas.setdefault(key, {})
+            if change.value is None:
+                values.pop(change.key, None)
+                if not values:
+                    del self.client_quotas[key]
+            else:
+                values[change.key] = change.value
+            self._apply(change.entity, change.key, change.value)
+            log.info(
+                kv(
+                    "client_quota_changed",
+                    entity=_entity_text(change.entity),
+                    key=change.key,
+                    value=change.value,
+                    principal=principal,
+                    source=source,
+                )
+            )
+        return applied
+
+    def set_topic_threshold(self, topic: str, value: float | None, principal: str) -> None:
+        """Validate against the sum rule, then store; raises ``ThresholdError``."""
+        self.topic_quota.set_topic_threshold(topic, value)
+        if self.store is not None:
+            self.store.set_topic_threshold(topic, value, principal, "IncrementalAlterConfigs")
+            self._store_version = self.store.data_version()
+        log.info(kv("topic_threshold_changed", topic=topic, value=value, principal=principal))
+
+    def set_total_threshold(self, value: float | None, principal: str) -> None:
+        self.topic_quota.set_total_threshold(value)
+        if self.store is not None:
+            self.store.set_total_threshold(value, principal, "IncrementalAlterConfigs")
+            self._store_version = self.store.data_version()
+        log.info(kv("total_threshold_changed", value=value, principal=principal))
+
+    def is_super_user(self, principal: str | None) -> bool:
+        return principal is not None and principal in self.settings.super_users
+
+    def _current(self, change: Change) -> float | None:
+        return self.client_quotas.get(entity_key(change.entity), {}).get(change.key)
+
+    def _apply(self, entity: Mapping[str, str | None], key: str, value: float | None) -> None:
+        manager = self._managers.get(key)
+        if manager is None or "ip" in entity:
+            return  # connection_creation_rate (ip entities) is stored, not enforced
+        user, client_id = manager_entity(entity)
+        manager.update_quota(user, client_id, value)
+
+    # -- per request -----------------------------------------------------------------------
+
+    def ticket(self, exchange: Exchange) -> QuotaTicket:
+        state = exchange.state
+        if state is None:
+            state = exchange.state = {}
+        ticket = state.get(TICKET_KEY)
+        if ticket is None:
+            now_ms = exchange.received_ms
+            self.last_now_ms = max(self.last_now_ms, now_ms)
+            ticket = state[TICKET_KEY] = QuotaTicket(
+                now_ms=now_ms,
+                user=user_of(exchange.principal),
+                client_id=exchange.header.client_id or "",
+                request_bytes=len(exchange.request_frame) - 4,
+            )
+        assert isinstance(ticket, QuotaTicket)
+        return ticket
+
+    def finish(self, exchange: Exchange, ticket: QuotaTicket) -> None:
+        """The KIP-219 step: request-time quota, max of all throttles, mute, usage event."""
+        if ticket.finished:
+            return
+        ticket.finished = True
+        now_ms = ticket.now_ms
+        user, client_id = ticket.user, ticket.client_id
+        api_key = exchange.api_key
+        has_response = exchange.response_frame is not None
+        elapsed_ns = time.monotonic_ns() - exchange.received_ns
+        upstream_ns = exchange.upstream_ns
+        gateway_us = max(elapsed_ns - upstream_ns, 0) // 1000
+        charged_upstream_us = (
+            upstream_ns // 1000 if request_time.charges_upstream_time(api_key, ticket.acks) else 0
+        )
+        charged_ns = (gateway_us + charged_upstream_us) * 1000
+        request = self.request
+        acks_zero = api_key == api_keys.PRODUCE and ticket.acks == 0
+        if acks_zero or ticket.follower_fetch or request_time.is_exempt(api_key):
+            request.record_exempt(charged_ns, now_ms)
+            r = 0
+        else:
+            r = request.record_nanos_and_get_throttle_ms(user, client_id, charged_ns, now_ms)
+        candidates: list[tuple[str, int]] = []
+        if api_key == api_keys.PRODUCE:
+            candidates = [(PRODUCE, ticket.produce_ms), (TOPIC_BYTES_IN, ticket.topic_bytes_in_ms)]
+        elif api_key == api_keys.FETCH:
+            candidates = [(FETCH, ticket.fetch_ms)]
+        elif ticket.mutation_quota is not None:
+            candidates = [(CONTROLLER_MUTATION, ticket.mutation_quota.throttle_time(now_ms))]
+        throttle_ms, cause = combine(r, candidates)
+        response_bytes = len(exchange.response_frame) - 4 if has_response else 0  # type: ignore[arg-type]
+        if api_key == api_keys.FETCH and ticket.fetch_bytes >= 0:
+            response_bytes = ticket.fetch_bytes
+        if api_key == api_keys.FETCH and ticket.fetch_empty is not None and throttle_ms > 0:
+            # Spec §6.1: a throttled fetch's data is not sent, so it must not count.
+            if ticket.fetch_bytes >= 0:
+                self.fetch.unrecord(user, client_id, ticket.fetch_bytes, now_ms)
+            empty = ticket.fetch_empty(throttle_ms)
+            if empty is not None:
+                exchange.replace_response(empty)
+        if throttle_ms > 0:
+            self._throttle(exchange, ticket, cause, throttle_ms)
+            if has_response and api_table.has_throttle_time(api_key, exchange.api_version):
+                exchange.set_throttle_time_ms(throttle_ms)
+            exchange.mute(throttle_ms)
+        usage = self.usage
+        if usage is not None:
+            usage.submit(
+                UsageEvent(
+                    ts_ms=now_ms,
+                    gateway_id=self.gateway_id,
+                    listener=exchange.connection.listener,
+                    principal=exchange.principal or "",
+                    client_id=client_id,
+                    client_host=exchange.connection.client_host,
+                    api_key=api_key,
+                    api_version=exchange.api_version,
+                    request_bytes=ticket.request_bytes,
+                    response_bytes=response_bytes,
+                    topics=ticket.topics,
+                    partition_mutations=ticket.partition_mutations,
+                    gateway_time_us=gateway_us,
+                    upstream_time_us=charged_upstream_us,
+                    throttle_ms=throttle_ms,
+                    throttle_cause=cause,
+                    error_code=ticket.error_code,
+                )
+            )
+
+    def _throttle(self, exchange: Exchange, ticket: QuotaTicket, cause: str, ms: int) -> None:
+        """Record the throttle in the winning quota's throttle-time sensor only (spec §6.1)."""
+        channel = exchange.connection.connection_id
+        manager: ClientQuotaManager | None = {
+            PRODUCE: self.produce,
+            FETCH: self.fetch,
+            REQUEST: self.request,
+            CONTROLLER_MUTATION: self.controller,
+        }.get(cause)
+        if manager is not None:
+            manager.throttle(ticket.user, ticket.client_id, channel, ms, ticket.now_ms)
+        elif cause == TOPIC_BYTES_IN:
+            self.topic_throttles += 1
+
+    # -- housekeeping ----------------------------------------------------------------------
+
+    def _housekeeping(self) -> None:
+        try:
+            self.tick(_wall_ms())
+        except Exception:
+            log.exception("quota_housekeeping_failed")
+        self._timer = asyncio.get_running_loop().call_later(HOUSEKEEPING_S, self._housekeeping)
+
+    def tick(self, wall_ms: int) -> None:
+        """Release ended throttles, drop idle sensors, pick up store changes, refresh metrics."""
+        managers = (self.produce, self.fetch, self.request, self.controller)
+        for manager in managers:
+            manager.due_channels(wall_ms)
+            manager.expire_sensors(wall_ms)
+        store = self.store
+        if store is not None and store.data_version() != self._store_version:
+            self.reload_store()
+        self.snapshot = build_snapshot(self, max(self.last_now_ms, 1))
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _entity_text(entity: Mapping[str, str | None]) -> str:
+    return ",".join(f"{t}={'<default>' if n is None else n}" for t, n in sorted(entity.items()))

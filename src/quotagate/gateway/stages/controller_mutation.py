@@ -1,0 +1,233 @@
+"""CreateTopics, DeleteTopics, CreatePartitions: the ``controller_mutation_rate`` quota (KIP-599).
+
+Partition mutations are counted per topic as spec §5.3 says: a CreateTopics topic creates its
+manual assignments, else ``num_partitions`` with −1 meaning the upstream's ``num.partitions``
+(learned, or ``[quotas] num.partitions``); a CreatePartitions topic adds ``count − current``;
+a DeleteTopics topic removes its current partitions (0 while the gateway has not seen the
+topic). Topics are admitted one by one in request order against a strict quota (CreateTopics
+v6+, DeleteTopics v5+, CreatePartitions v3+) or a permissive one (older versions); the
+rejected ones are answered by the gateway with THROTTLING_QUOTA_EXCEEDED (89) and its message,
+the admitted ones are forwarded, and the two halves are merged into one response in request
+order. ``validate_only`` requests are exempt (the ZooKeeper-mode rule of the KIP; KRaft Kafka
+charges them). An API the upstream lacks (tansu has no CreatePartitions) is answered here
+with UNSUPPORTED_VERSION for every topic and never forwarded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Sequence
+from typing import Any, ClassVar, Final
+
+from kio.schema.errors import ErrorCode as KioErrorCode
+
+from quotagate.gateway.exchange import Exchange
+from quotagate.gateway.quota_runtime import QuotaRuntime
+from quotagate.gateway.stage import Stage
+from quotagate.protocol import api_keys, api_table
+from quotagate.protocol.codec import CodecError
+from quotagate.protocol.errors import ErrorCode
+from quotagate.protocol.kio_nested import build, nested
+from quotagate.quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE, ThrottlingQuotaExceeded
+
+MUTATION_APIS: Final = frozenset(
+    {api_keys.CREATE_TOPICS, api_keys.DELETE_TOPICS, api_keys.CREATE_PARTITIONS}
+)
+_REJECTED_KEY: Final = "mutation.rejected"
+_ORDER_KEY: Final = "mutation.order"
+_COUNTS_KEY: Final = "mutation.counts"
+UNSUPPORTED_MESSAGE: Final = "The upstream cluster does not support this API"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Api:
+    items_field: str
+    results_field: str
+    result_class: str
+
+
+_APIS: Final = {
+    api_keys.CREATE_TOPICS: _Api("topics", "topics", "CreatableTopicResult"),
+    api_keys.DELETE_TOPICS: _Api("topic_names", "responses", "DeletableTopicResult"),
+    api_keys.CREATE_PARTITIONS: _Api("topics", "results", "CreatePartitionsTopicResult"),
+}
+
+
+class ControllerMutationStage(Stage):
+    name: ClassVar[str] = "controller-mutation-quota"
+    request_keys: ClassVar[frozenset[int] | None] = MUTATION_APIS | {api_keys.METADATA}
+    response_keys: ClassVar[frozenset[int] | None] = MUTATION_APIS | {api_keys.METADATA}
+
+    def __init__(self, runtime: QuotaRuntime) -> None:
+        self.runtime = runtime
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def on_request(self, exchange: Exchange) -> None:
+        api_key = exchange.api_key
+        if api_key == api_keys.METADATA:
+            return
+        runtime = self.runtime
+        ticket = runtime.ticket(exchange)
+        try:
+            request = exchange.request_body()
+        except CodecError:
+            return  # a version the gateway does not model is forwarded untouched
+        items = list(getattr(request, _items_field(api_key, exchange.api_version)))
+        if not runtime.facts.supports(api_key):
+            ticket.impose_error(ErrorCode.UNSUPPORTED_VERSION)
+            self._respond(
+                exchange,
+                [(item, ErrorCode.UNSUPPORTED_VERSION, UNSUPPORTED_MESSAGE) for item in items],
+            )
+            return
+        counts = [self._count(api_key, item) for item in items]
+        state = _state(exchange)
+        state[_COUNTS_KEY] = dict(zip(map(_item_key, items), counts, strict=True))
+        if getattr(request, "validate_only", False):
+            return  # exempt (ZooKeeper-mode KIP-599); KRaft Kafka would charge it
+        quota = runtime.controller.new_quota_for(
+            api_key, exchange.api_version, ticket.user, ticket.client_id, ticket.now_ms
+        )
+        ticket.mutation_quota = quota
+        admitted: list[Any] = []
+        rejected: list[Any] = []
+        for item, count in zip(items, counts, strict=True):
+            if count <= 0:
+                admitted.append(item)  # nothing to mutate: the upstream decides (e.g. unknown)
+                continue
+            try:
+                quota.record(count, ticket.now_ms)
+            except ThrottlingQuotaExceeded:
+                rejected.append(item)
+                continue
+            admitted.append(item)
+            ticket.partition_mutations += count
+        if not rejected:
+            return
+        ticket.impose_error(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+        error = ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        local: list[tuple[Any, int, str]] = [
+            (item, error, THROTTLING_QUOTA_EXCEEDED_MESSAGE) for item in rejected
+        ]
+        if not admitted:
+            self._respond(exchange, local)
+            return
+        state[_REJECTED_KEY] = local
+        state[_ORDER_KEY] = [_item_key(item) for item in items]
+        field = _items_field(api_key, exchange.api_version)
+        exchange.replace_request(dataclasses.replace(request, **{field: tuple(admitted)}))
+
+    def _count(self, api_key: int, item: Any) -> int:
+        facts = self.runtime.facts
+        if api_key == api_keys.CREATE_TOPICS:
+            if item.assignments:
+                return len(item.assignments)
+            partitions = int(item.num_partitions)
+            return facts.default_partitions if partitions == -1 else max(partitions, 0)
+        if api_key == api_keys.CREATE_PARTITIONS:
+            # An unknown topic has at least one partition: charge the most it could add.
+            current = facts.partitions.get(str(item.name), 1)
+            return max(int(item.count) - current, 0)
+        name = _item_name(item)
+        return facts.partitions.get(name, 0) if name is not None else 0
+
+    # -- responses ---------------------------------------------------------------------------
+
+    def on_response(self, exchange: Exchange) -> None:
+        if exchange.response_frame is None:
+            return
+        api_key = exchange.api_key
+        facts = self.runtime.facts
+        try:
+            response = exchange.response_body()
+        except CodecError:
+            return
+        if api_key == api_keys.METADATA:
+            facts.learn_metadata(response)
+            return
+        state = exchange.state or {}
+        results = list(getattr(response, _APIS[api_key].results_field))
+        self._learn(api_key, results, state.get(_COUNTS_KEY, {}))
+        rejected = state.get(_REJECTED_KEY)
+        if not rejected:
+            return
+        merged = _in_request_order(
+            results + [self._result(exchange, *entry) for entry in rejected],
+            state.get(_ORDER_KEY, []),
+        )
+        exchange.replace_response(
+            dataclasses.replace(response, **{_APIS[api_key].results_field: tuple(merged)})
+        )
+
+    def _learn(self, api_key: int, results: list[Any], counts: dict[Any, int]) -> None:
+        partitions = self.runtime.facts.partitions
+        for result in results:
+            if int(result.error_code) != 0:
+                continue
+            name = getattr(result, "name", None)
+            if name is None:
+                continue
+            if api_key == api_keys.DELETE_TOPICS:
+                partitions.pop(str(name), None)
+            elif api_key == api_keys.CREATE_TOPICS:
+                created = int(getattr(result, "num_partitions", -1))
+                partitions[str(name)] = created if created > 0 else counts.get(str(name), 1)
+            else:
+                partitions[str(name)] = partitions.get(str(name), 1) + counts.get(str(name), 0)
+
+    # -- local answers -----------------------------------------------------------------------
+
+    def _respond(self, exchange: Exchange, entries: Sequence[tuple[Any, int, str]]) -> None:
+        schema: Any = api_table.response_schema(exchange.api_key, exchange.api_version)
+        results = tuple(self._result(exchange, *entry) for entry in entries)
+        exchange.respond(
+            build(schema, throttle_time=_ZERO, **{_APIS[exchange.api_key].results_field: results})
+        )
+
+    def _result(self, exchange: Exchange, item: Any, code: int, message: str) -> Any:
+        schema: Any = api_table.response_schema(exchange.api_key, exchange.api_version)
+        cls = nested(schema, _APIS[exchange.api_key].result_class)
+        return build(
+            cls,
+            name=_item_name(item),
+            topic_id=getattr(item, "topic_id", None),
+            error_code=KioErrorCode(code),
+            error_message=message,
+            num_partitions=-1,
+            replication_factor=-1,
+            configs=None,
+        )
+
+
+_ZERO: Final = datetime.timedelta(0)
+
+
+def _items_field(api_key: int, api_version: int) -> str:
+    if api_key == api_keys.DELETE_TOPICS and api_version >= 6:
+        return "topics"  # v6 names topics by name or id
+    return _APIS[api_key].items_field
+
+
+def _item_name(item: Any) -> str | None:
+    if isinstance(item, str):
+        return item
+    name = getattr(item, "name", None)
+    return None if name is None else str(name)
+
+
+def _item_key(item: Any) -> Any:
+    return _item_name(item) or str(getattr(item, "topic_id", ""))
+
+
+def _state(exchange: Exchange) -> dict[str, Any]:
+    if exchange.state is None:
+        exchange.state = {}
+    return exchange.state
+
+
+def _in_request_order(results: list[Any], order: list[Any]) -> list[Any]:
+    rank: dict[Any, int] = {key: i for i, key in enumerate(order)}
+    return sorted(results, key=lambda result: rank.get(_item_key(result), len(rank)))
+

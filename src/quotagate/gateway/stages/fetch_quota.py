@@ -1,0 +1,130 @@
+"""Fetch: the ``consumer_byte_rate`` quota (spec §3.6, §6.1).
+
+* Request: a consumer fetch's ``max_bytes`` is capped at what the quota allows in one quota
+  window (``Q × (quota.window.num − 1) × quota.window.size.seconds``), and ``min_bytes`` at
+  that cap; follower fetches (replica id ≥ 0) are exempt from both quotas.
+* Response: the size Kafka counts (``4 +`` body size at the response version) is recorded.
+  When the request or fetch quota throttles, the bytes are un-recorded and the client gets
+  an empty response instead (error NONE, no partitions, the throttle time) whose session id
+  keeps the fetch-session semantics of §6.1: 0 for sessionless and full fetches, the
+  request's session id for incremental ones. The upstream has already advanced an
+  incremental session's epoch, exactly as the client does on receiving the empty response,
+  and the client re-fetches the data it did not get from the same offsets. An upstream
+  error at the top level is passed on instead (it carries no data).
+
+The final decision is the throttle stage's (:meth:`QuotaRuntime.finish`); this stage only
+records and prepares the empty response.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+from struct import Struct
+from typing import Any, ClassVar, Final
+
+from kio.schema.errors import ErrorCode as KioErrorCode
+
+from quotagate.gateway.exchange import Exchange
+from quotagate.gateway.quota_runtime import QuotaRuntime
+from quotagate.gateway.quota_ticket import TICKET_KEY, QuotaTicket
+from quotagate.gateway.stage import Stage
+from quotagate.protocol import api_keys, api_table
+from quotagate.protocol.codec import CodecError
+from quotagate.protocol.headers import HeaderError, response_body_offset
+from quotagate.protocol.kio_nested import build
+
+_INT16 = Struct(">h")
+_INT32_MAX: Final = 2_147_483_647
+_FIRST_SESSION_VERSION: Final = 7
+_SESSIONLESS_EPOCH: Final = -1
+_FULL_EPOCH: Final = 0
+_INVALID_SESSION_ID: Final = 0
+
+
+def kafka_fetch_size(frame: bytes, api_version: int) -> int:
+    """``FetchResponse.sizeOf``: 4 + the body size at the response version."""
+    try:
+        offset = response_body_offset(frame, api_keys.FETCH, api_version)
+    except HeaderError:
+        return len(frame) - 4
+    return len(frame) - offset + 4
+
+
+class FetchQuotaStage(Stage):
+    name: ClassVar[str] = "fetch-quota"
+    request_keys: ClassVar[frozenset[int] | None] = frozenset({api_keys.FETCH})
+    response_keys: ClassVar[frozenset[int] | None] = frozenset({api_keys.FETCH})
+
+    def __init__(self, runtime: QuotaRuntime) -> None:
+        self.runtime = runtime
+
+    def on_request(self, exchange: Exchange) -> None:
+        runtime = self.runtime
+        if not (runtime.fetch.quotas_enabled or runtime.request.quotas_enabled):
+            return
+        ticket = runtime.ticket(exchange)
+        try:
+            request = exchange.request_body()
+        except CodecError:
+            return  # not modelled: forwarded untouched, never emptied
+        replica_state = getattr(request, "replica_state", None)
+        replica_id = (
+            int(replica_state.replica_id) if replica_state is not None else request.replica_id
+        )
+        if int(replica_id) >= 0:
+            ticket.follower_fetch = True
+            return
+        cap = runtime.fetch.max_value_in_quota_window(ticket.user, ticket.client_id)
+        max_bytes = int(request.max_bytes)
+        if cap < max_bytes:
+            capped = min(int(cap), _INT32_MAX)  # Java's saturating Double.toInt
+            exchange.replace_request(
+                dataclasses.replace(
+                    request, max_bytes=capped, min_bytes=min(int(request.min_bytes), capped)
+                )
+            )
+        if exchange.api_version >= _FIRST_SESSION_VERSION:
+            epoch = int(request.session_epoch)
+            session = int(request.session_id)
+        else:
+            epoch, session = _SESSIONLESS_EPOCH, _INVALID_SESSION_ID
+        response_session = (
+            _INVALID_SESSION_ID if epoch in (_SESSIONLESS_EPOCH, _FULL_EPOCH) else session
+        )
+        ticket.fetch_empty = functools.partial(_empty_response, exchange, response_session)
+
+    def on_response(self, exchange: Exchange) -> None:
+        state = exchange.state
+        frame = exchange.response_frame
+        if state is None or frame is None:
+            return
+        ticket = state.get(TICKET_KEY)
+        if not isinstance(ticket, QuotaTicket) or ticket.follower_fetch:
+            return
+        size = kafka_fetch_size(frame, exchange.api_version)
+        ticket.fetch_bytes = size
+        ticket.fetch_ms = self.runtime.fetch.record_and_get_throttle_ms(
+            ticket.user, ticket.client_id, size, ticket.now_ms
+        )
+
+
+def _empty_response(exchange: Exchange, session_id: int, throttle_ms: int) -> Any:
+    """The response a broker sends for a throttled fetch, or None to keep the upstream's."""
+    frame = exchange.response_frame
+    if frame is None or not api_table.is_modelled(api_keys.FETCH, exchange.api_version):
+        return None
+    offset = response_body_offset(frame, api_keys.FETCH, exchange.api_version)
+    if exchange.api_version >= _FIRST_SESSION_VERSION:
+        (error,) = _INT16.unpack_from(frame, offset + 4)
+        if error != 0:
+            return None
+    schema: Any = api_table.response_schema(api_keys.FETCH, exchange.api_version)
+    return build(
+        schema,
+        throttle_time=datetime.timedelta(milliseconds=throttle_ms),
+        error_code=KioErrorCode(0),
+        session_id=session_id,
+        responses=(),
+    )

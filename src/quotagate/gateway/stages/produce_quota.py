@@ -1,0 +1,199 @@
+"""Produce: the ``producer_byte_rate`` quota and the per-topic bytes-in thresholds.
+
+On arrival the request's size (header + body, Kafka's ``request.sizeInBytes``) is recorded
+on the produce quota, and each topic's record bytes are checked against the thresholds. In
+``reject`` mode the refused topics are cut out of the request and answered by the gateway
+with a retriable error (:data:`REFUSAL_ERROR`), the rest is forwarded, and the two halves are
+merged into one response. A throttled produce stops the connection from being read at once,
+as a broker, which reads one request at a time, would not read the next one either.
+
+acks=0 requests get no response: their whole KIP-219 decision is made here (request time is
+exempt, spec §4), and a refused acks=0 request closes the connection, as a broker does when
+an acks=0 produce fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, ClassVar, Final
+
+from kio.schema.errors import ErrorCode as KioErrorCode
+
+from quotagate.gateway.exchange import Exchange
+from quotagate.gateway.logs import kv
+from quotagate.gateway.quota_runtime import QuotaRuntime
+from quotagate.gateway.quota_ticket import QuotaTicket
+from quotagate.gateway.stage import Stage
+from quotagate.protocol import api_keys, api_table
+from quotagate.protocol.codec import CodecError
+from quotagate.protocol.errors import ErrorCode
+from quotagate.protocol.kio_nested import build, nested
+from quotagate.protocol.produce import produce_acks
+from quotagate.protocol.produce_topics import produce_topic_bytes
+
+log = logging.getLogger(__name__)
+
+REFUSAL_ERROR: Final = ErrorCode.NOT_ENOUGH_REPLICAS
+"""Why NOT_ENOUGH_REPLICAS (19): it is retriable in librdkafka (retried, and known not to be
+persisted, so safe with idempotence), in kafka-python and in aiokafka (``retriable = True``),
+and none of them treats it as fatal or refreshes metadata for it. THROTTLING_QUOTA_EXCEEDED
+(89) is not retried on produce by librdkafka. tests/quotas/test_topic_thresholds.py proves
+the retries with all three clients."""
+REFUSAL_MESSAGE: Final = "quotagate: topic bytes-in over its threshold, retry later"
+_REFUSAL_LOG_INTERVAL_MS: Final = 1000
+
+
+class ProduceQuotaStage(Stage):
+    name: ClassVar[str] = "produce-quota"
+    request_keys: ClassVar[frozenset[int] | None] = frozenset({api_keys.PRODUCE})
+    response_keys: ClassVar[frozenset[int] | None] = frozenset({api_keys.PRODUCE})
+
+    def __init__(self, runtime: QuotaRuntime) -> None:
+        self.runtime = runtime
+        self._refusal_log: dict[str, tuple[int, int]] = {}
+
+    def on_request(self, exchange: Exchange) -> None:
+        runtime = self.runtime
+        ticket = runtime.ticket(exchange)
+        header = exchange.header
+        if header.body_offset < 0:
+            return  # a version the gateway does not model: forwarded untouched, unmetered
+        frame = exchange.request_frame
+        ticket.acks = produce_acks(frame, header)
+        ticket.topics = produce_topic_bytes(frame, header)
+        ticket.produce_ms = runtime.produce.record_and_get_throttle_ms(
+            ticket.user, ticket.client_id, ticket.request_bytes, ticket.now_ms
+        )
+        refused = self._check_thresholds(ticket, exchange)
+        if ticket.produce_ms > 0 or ticket.topic_bytes_in_ms > 0:
+            exchange.hold_reading()
+        if refused:
+            ticket.impose_error(REFUSAL_ERROR)
+            if ticket.acks == 0:
+                exchange.close("acks=0 produce refused: topic bytes-in over threshold")
+                return
+            self._cut(exchange, refused)
+            return
+        if ticket.acks == 0:
+            runtime.finish(exchange, ticket)
+
+    def on_response(self, exchange: Exchange) -> None:
+        state = exchange.state or {}
+        refused = state.get(_REFUSED_KEY)
+        if refused and exchange.response_frame is not None:
+            response = exchange.response_body()
+            merged = dataclasses.replace(
+                response, responses=(*response.responses, *self._refused_results(exchange))
+            )
+            exchange.replace_response(merged)
+
+    # -- thresholds ------------------------------------------------------------------------
+
+    def _check_thresholds(self, ticket: QuotaTicket, exchange: Exchange) -> set[str]:
+        quota = self.runtime.topic_quota
+        now = ticket.now_ms
+        if quota.total_threshold is None:
+            for topic, size in ticket.topics:
+                quota.record_accepted(topic, size, now)
+            return set()
+        refused: set[str] = set()
+        throttle_mode = self.runtime.topic_throttle_mode
+        for topic, size in ticket.topics:
+            refusal = quota.check(topic, now)
+            if refusal is None:
+                quota.record_accepted(topic, size, now)
+                continue
+            wait = quota.throttle_ms(topic, now)
+            ticket.topic_bytes_in_ms = max(ticket.topic_bytes_in_ms, wait)
+            if throttle_mode:
+                quota.record_accepted(topic, size, now)
+                quota.record_throttled(size, now)
+            else:
+                quota.record_error(size, now)
+                refused.add(topic)
+                self.runtime.topic_refusals += 1
+            self._log_refusal(str(refusal), topic, now, exchange, throttle_mode)
+        return refused
+
+    def _log_refusal(
+        self, reason: str, topic: str, now: int, exchange: Exchange, throttled: bool
+    ) -> None:
+        # Every refusal is counted; the log line is written at most once a second per topic
+        # with the number of refusals since the last one, so a hot topic cannot flood the log.
+        last_ms, count = self._refusal_log.get(topic, (0, 0))
+        count += 1
+        if now - last_ms < _REFUSAL_LOG_INTERVAL_MS:
+            self._refusal_log[topic] = (last_ms, count)
+            return
+        self._refusal_log[topic] = (now, 0)
+        log.info(
+            kv(
+                "topic_bytes_in_throttled" if throttled else "topic_bytes_in_refused",
+                reason=reason,
+                refusals=count,
+                client=exchange.header.client_id,
+                principal=exchange.principal,
+            )
+        )
+
+    # -- partial answers -------------------------------------------------------------------
+
+    def _cut(self, exchange: Exchange, refused: set[str]) -> None:
+        try:
+            request = exchange.request_body()
+        except CodecError as exc:
+            exchange.close(f"cannot refuse produce topics: {exc}")
+            return
+        keep: list[Any] = []
+        drop: list[Any] = []
+        for topic in request.topic_data:
+            (drop if _topic_name(topic) in refused else keep).append(topic)
+        state = exchange.state
+        assert state is not None
+        state[_REFUSED_KEY] = drop
+        if keep:
+            exchange.replace_request(dataclasses.replace(request, topic_data=tuple(keep)))
+            return
+        schema: Any = api_table.response_schema(api_keys.PRODUCE, exchange.api_version)
+        exchange.respond(build(schema, responses=tuple(self._refused_results(exchange))))
+
+    def _refused_results(self, exchange: Exchange) -> list[Any]:
+        state = exchange.state or {}
+        schema: Any = api_table.response_schema(api_keys.PRODUCE, exchange.api_version)
+        topic_cls = nested(schema, "TopicProduceResponse")
+        partition_cls = nested(schema, "PartitionProduceResponse")
+        error = KioErrorCode(REFUSAL_ERROR)
+        results = []
+        for topic in state.get(_REFUSED_KEY, ()):
+            partitions = tuple(
+                build(
+                    partition_cls,
+                    index=p.index,
+                    error_code=error,
+                    base_offset=-1,
+                    log_append_time=None,
+                    log_start_offset=-1,
+                    record_errors=(),
+                    error_message=REFUSAL_MESSAGE,
+                )
+                for p in topic.partition_data
+            )
+            results.append(
+                build(
+                    topic_cls,
+                    name=getattr(topic, "name", None),
+                    topic_id=getattr(topic, "topic_id", None),
+                    partition_responses=partitions,
+                )
+            )
+        return results
+
+
+_REFUSED_KEY: Final = "produce.refused"
+
+
+def _topic_name(topic: Any) -> str:
+    name = getattr(topic, "name", None)
+    return str(name) if name is not None else str(topic.topic_id)
+

@@ -1,0 +1,156 @@
+"""What the quota stages need to know about the upstream cluster, learned in the background.
+
+* which API keys it serves (an API it lacks is answered by the gateway, never forwarded);
+* its ``num.partitions`` (what a CreateTopics with ``num_partitions = -1`` creates, spec §5.3);
+* how many partitions each topic has (what a DeleteTopics or CreatePartitions mutates).
+
+Partition counts are refreshed from a full Metadata request every ``refresh_s`` and also
+learned from Metadata and CreateTopics responses passing through the gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any, Final
+
+from quotagate.gateway.config import HostPort
+from quotagate.gateway.control import ControlChannel, build_request
+from quotagate.gateway.logs import kv
+from quotagate.protocol import api_keys, api_support, api_table
+from quotagate.protocol.kio_nested import nested
+
+log = logging.getLogger(__name__)
+
+KAFKA_DEFAULT_NUM_PARTITIONS: Final = 1
+_DESCRIBE_CONFIGS: Final = 32
+_BROKER_RESOURCE: Final = 4
+_TIMEOUT_S: Final = 10.0
+
+
+class UpstreamFacts:
+    def __init__(self, num_partitions_override: int | None) -> None:
+        self.num_partitions_override = num_partitions_override
+        self.learned_num_partitions: int | None = None
+        self.api_keys: frozenset[int] | None = None
+        """None until learned: then everything is assumed supported."""
+        self.partitions: dict[str, int] = {}
+        self._num_partitions_asked = False
+
+    @property
+    def default_partitions(self) -> int:
+        if self.num_partitions_override is not None:
+            return self.num_partitions_override
+        if self.learned_num_partitions is not None:
+            return self.learned_num_partitions
+        return KAFKA_DEFAULT_NUM_PARTITIONS
+
+    def supports(self, api_key: int) -> bool:
+        return self.api_keys is None or api_key in self.api_keys
+
+    def learn_metadata(self, response: Any) -> None:
+        for topic in response.topics:
+            if int(topic.error_code) == 0 and topic.name:
+                self.partitions[str(topic.name)] = len(topic.partitions)
+
+    async def refresh(self, bootstrap: Sequence[HostPort]) -> None:
+        """One round against the first reachable bootstrap server; raises if none is."""
+        last: BaseException | None = None
+        for address in bootstrap:
+            try:
+                await self._refresh_from(address)
+                return
+            except (OSError, TimeoutError, ConnectionError) as exc:
+                last = exc
+        if last is not None:
+            raise last
+
+    async def _refresh_from(self, address: HostPort) -> None:
+        channel = await ControlChannel.open(address, _TIMEOUT_S)
+        try:
+            versions = await channel.request(build_request(api_keys.API_VERSIONS, 0), _TIMEOUT_S)
+            ranges = api_support.advertised_ranges(versions)
+            self.api_keys = frozenset(r.api_key for r in ranges)
+            metadata = await channel.request(
+                build_request(
+                    api_keys.METADATA,
+                    _best_version(api_keys.METADATA, ranges),
+                    topics=None,
+                    allow_auto_topic_creation=False,
+                    include_cluster_authorized_operations=False,
+                    include_topic_authorized_operations=False,
+                ),
+                _TIMEOUT_S,
+            )
+            self.partitions = {
+                str(t.name): len(t.partitions)
+                for t in metadata.topics
+                if int(t.error_code) == 0 and t.name
+            }
+        finally:
+            channel.close()
+        if not self._num_partitions_asked and metadata.brokers:
+            # Asked once: some upstreams (tansu) drop the connection on a broker resource.
+            self._num_partitions_asked = True
+            channel = await ControlChannel.open(address, _TIMEOUT_S)
+            try:
+                await self._learn_num_partitions(channel, ranges, int(metadata.brokers[0].node_id))
+            except (OSError, TimeoutError, ConnectionError) as exc:
+                log.info(kv("upstream_num_partitions_unknown", error=exc or type(exc).__name__))
+            finally:
+                channel.close()
+
+    async def _learn_num_partitions(
+        self, channel: ControlChannel, ranges: list[api_support.VersionRange], broker_id: int
+    ) -> None:
+        if not any(r.api_key == _DESCRIBE_CONFIGS for r in ranges):
+            return
+        version = _best_version(_DESCRIBE_CONFIGS, ranges)
+        schema: Any = api_table.request_schema(_DESCRIBE_CONFIGS, version)
+        resource = nested(schema, "DescribeConfigsResource")(
+            resource_type=_BROKER_RESOURCE,
+            resource_name=str(broker_id),
+            configuration_keys=("num.partitions",),
+        )
+        response = await channel.request(
+            build_request(
+                _DESCRIBE_CONFIGS,
+                version,
+                resources=(resource,),
+                include_synonyms=False,
+                include_documentation=False,
+            ),
+            _TIMEOUT_S,
+        )
+        for result in response.results:
+            for config in result.configs:
+                if config.name == "num.partitions" and config.value:
+                    try:
+                        self.learned_num_partitions = int(config.value)
+                    except ValueError:
+                        continue
+                    log.info(kv("upstream_num_partitions", value=config.value))
+
+
+def _best_version(api_key: int, ranges: list[api_support.VersionRange]) -> int:
+    ours = api_table.modelled_versions(api_key)
+    assert ours is not None
+    for entry in ranges:
+        if entry.api_key == api_key:
+            return max(min(entry.max_version, ours.stop - 1), ours.start)
+    return ours.start
+
+
+async def refresh_forever(
+    facts: UpstreamFacts, bootstrap: Sequence[HostPort], every_s: float
+) -> None:
+    """Refresh now, then every ``every_s``; failures are logged and retried."""
+    while True:
+        try:
+            await facts.refresh(bootstrap)
+        except Exception as exc:  # keep the last facts; try again later
+            log.info(kv("upstream_facts_failed", error=exc or type(exc).__name__))
+            await asyncio.sleep(min(every_s, 2.0))
+            continue
+        await asyncio.sleep(every_s)
