@@ -1,0 +1,157 @@
+"""Gateways with the quota stages in front of a real tansu broker."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import struct
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.config import GatewayConfig, HostPort, ListenerConfig, validate
+from quotagate.gateway.control import build_request
+from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from quotagate.gateway.quota_metrics import QuotaCollector
+from quotagate.gateway.quota_runtime import QuotaRuntime
+from quotagate.gateway.quota_stages import quota_stages
+from quotagate.protocol import codec
+
+TANSU_NODE_ID = 111
+
+
+@dataclasses.dataclass
+class QuotaGateway:
+    background: BackgroundGateway
+    runtime: QuotaRuntime
+
+    @property
+    def bootstrap(self) -> str:
+        return str(self.background.bootstrap)
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        address = self.background.bootstrap
+        return address.host, address.port
+
+    def stop(self) -> None:
+        self.background.stop()
+
+
+@pytest.fixture
+def start_quota_gateway(
+    tmp_path: Path,
+) -> Iterator[Callable[..., QuotaGateway]]:
+    """``start(upstream, quotas={...}, usage={...}, store=path)`` → a running gateway.
+
+    ``quotas`` and ``usage`` are the config sections of docs/quotas.md; the store defaults to
+    a file in the test's temporary directory (pass the same path to "restart" a gateway).
+    """
+    started: list[QuotaGateway] = []
+
+    def start(
+        upstream: str,
+        *,
+        quotas: dict[str, Any] | None = None,
+        usage: dict[str, Any] | None = None,
+        store: Path | None = None,
+    ) -> QuotaGateway:
+        extra: dict[str, Any] = {"quotas": quotas or {}}
+        if usage is not None:
+            extra["usage"] = usage
+        host, _, port = upstream.rpartition(":")
+        listener = ListenerConfig(
+            name="PLAINTEXT",
+            listen=HostPort(LOOPBACK, free_port()),
+            broker_port_start=free_port(),
+            broker_node_id_start=TANSU_NODE_ID,
+            broker_port_count=1,
+        )
+        config = validate(
+            GatewayConfig(
+                listeners=(listener,),
+                bootstrap_servers=(HostPort(host, int(port)),),
+                store_path=str(store or tmp_path / "quotagate.db"),
+                extra=extra,
+            )
+        )
+        runtime = QuotaRuntime.from_config(config)
+        background = BackgroundGateway(config, quota_stages(runtime))
+        background.start()
+        background.gateway.metrics.registry.register(QuotaCollector(runtime))
+        gateway = QuotaGateway(background, runtime)
+        started.append(gateway)
+        return gateway
+
+    yield start
+    for gateway in started:
+        gateway.stop()
+
+
+@pytest.fixture(scope="module")
+def quota_tansu() -> Iterator[TansuBroker]:
+    """A broker of this test module's own, so quota tests never share topics by accident."""
+    with TansuBroker() as broker:
+        yield broker
+
+
+class RawClient:
+    def __init__(self, host: str, port: int, client_id: str = "raw-client") -> None:
+        self.sock = socket.create_connection((host, port), timeout=30)
+        self.client_id = client_id
+        self._correlation = 0
+
+    def request(self, api_key: int, version: int, **fields: Any) -> Any:
+        return self.send(build_request(api_key, version, **fields))
+
+    def send(self, body: Any) -> Any:
+        """Send a kio request entity and return the decoded response."""
+        self._correlation += 1
+        frame = codec.encode_request_frame(body, self._correlation, self.client_id)
+        self.sock.sendall(frame)
+        response = self.read_frame()
+        return codec.decode_response(response, int(body.__api_key__), int(body.__version__))
+
+    def send_frame(self, frame: bytes) -> None:
+        self.sock.sendall(frame)
+
+    def read_frame(self) -> bytes:
+        size = struct.unpack(">i", self._read(4))[0]
+        return struct.pack(">i", size) + self._read(size)
+
+    def _read(self, n: int) -> bytes:
+        chunks = []
+        while n:
+            chunk = self.sock.recv(n)
+            if not chunk:
+                raise ConnectionError("gateway closed the connection")
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def throttle_ms(response: Any) -> int:
+    return int(response.throttle_time.total_seconds() * 1000)
+
+
+def monotonic_ms() -> float:
+    return time.monotonic() * 1000
+
+
+@pytest.fixture(scope="session")
+def raw_client() -> type[RawClient]:
+    """The :class:`RawClient` class (test modules cannot import from conftest)."""
+    return RawClient

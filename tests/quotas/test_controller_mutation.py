@@ -1,0 +1,176 @@
+"""KIP-599 through the gateway: per-topic admission against the token bucket, error 89,
+the spec's throttle, permissive old versions, and APIs the upstream lacks."""
+
+from __future__ import annotations
+
+import datetime
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow.dataset as ds
+import pytest
+
+from quotagate.protocol import api_keys, api_table
+from quotagate.protocol.kio_nested import build, nested
+from quotagate.store.quotas import Change
+
+pytestmark = pytest.mark.integration
+
+RATE = 2.0  # partitions per second
+WINDOWS = 10  # burst = 10 windows x 1 s x 2/s = 20 partitions (spec §9.6 integration test)
+BURST = RATE * WINDOWS
+
+
+def _create_request(
+    version: int, topics: list[tuple[str, int]], validate_only: bool = False
+) -> Any:
+    schema: Any = api_table.request_schema(api_keys.CREATE_TOPICS, version)
+    topic_cls = nested(schema, "CreatableTopic")
+    return build(
+        schema,
+        topics=tuple(
+            build(
+                topic_cls,
+                name=name,
+                num_partitions=count,
+                replication_factor=1,
+                assignments=(),
+                configs=(),
+            )
+            for name, count in topics
+        ),
+        timeout=datetime.timedelta(seconds=30),
+        validate_only=validate_only,
+    )
+
+
+def _results(response: Any) -> dict[str, tuple[int, str | None]]:
+    return {str(t.name): (int(t.error_code), t.error_message) for t in response.topics}
+
+
+def _throttle(response: Any) -> int:
+    return int(response.throttle_time.total_seconds() * 1000)
+
+
+def _usage(path: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = (
+        ds.dataset(path, format="parquet", partitioning="hive").to_table().to_pylist()
+    )
+    return sorted(rows, key=lambda r: r["ts_ms"])
+
+
+def _names(prefix: str, *counts: int) -> list[tuple[str, int]]:
+    return [(f"{prefix}-{i}-{uuid.uuid4().hex[:6]}", n) for i, n in enumerate(counts)]
+
+
+def test_storm_admits_by_token_bucket_rejects_with_89_and_merges(
+    quota_tansu: Any, start_quota_gateway: Any, raw_client: Any, tmp_path: Path
+) -> None:
+    usage_dir = tmp_path / "usage"
+    gateway = start_quota_gateway(
+        quota_tansu.bootstrap,
+        quotas={"controller.quota.window.num": WINDOWS, "controller.quota.window.size.seconds": 1},
+        usage={"path": str(usage_dir)},
+    )
+    gateway.runtime.alter_client_quotas(
+        [
+            Change({"client-id": "storm"}, "controller_mutation_rate", RATE),
+            Change({"client-id": "storm5"}, "controller_mutation_rate", RATE),
+        ],
+        "test",
+        "test",
+    )
+    host, port = gateway.host_port
+    strict = _names("strict", 10, 10, 5, 1)
+    follow = _names("follow", 1)
+    permissive = _names("permissive", 15, 10)
+    permissive_follow = _names("permissive-follow", 5)
+    with (
+        raw_client(host, port, "storm") as first,
+        raw_client(host, port, "storm") as second,
+        raw_client(host, port, "storm5") as third,
+        raw_client(host, port, "storm5") as fourth,
+    ):
+        strict_response = first.send(_create_request(7, strict))
+        follow_response = second.send(_create_request(7, follow))
+        permissive_response = third.send(_create_request(5, permissive))
+        permissive_follow_response = fourth.send(_create_request(5, permissive_follow))
+        metadata = first.request(
+            api_keys.METADATA,
+            12,
+            topics=None,
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+    gateway.stop()  # flushes the usage events
+    existing = {str(t.name) for t in metadata.topics if int(t.error_code) == 0}
+
+    # One request: 20 tokens; 10 and 10 leave 0, 5 is still admitted (tokens >= 0 before it,
+    # the strict rule), 1 is refused at -5 tokens with a throttle of 5 / 2 per second.
+    results = _results(strict_response)
+    assert [results[name][0] for name, _ in strict] == [0, 0, 0, 89]
+    assert results[strict[3][0]][1] == "The throttling quota has been exceeded."
+    assert [str(t.name) for t in strict_response.topics] == [name for name, _ in strict]
+    assert _throttle(strict_response) == 2500
+    assert {name for name, _ in strict[:3]} <= existing
+    assert strict[3][0] not in existing
+
+    events = [e for e in _usage(usage_dir) if e["api_key"] == api_keys.CREATE_TOPICS]
+    assert [e["client_id"] for e in events] == ["storm", "storm", "storm5", "storm5"]
+    first_ts, follow_ts = events[0]["ts_ms"], events[1]["ts_ms"]
+    # The next request finds the bucket refilled by 2 tokens/s since: still negative.
+    tokens = -5 + RATE * (follow_ts - first_ts) / 1000
+    assert tokens < 0
+    assert _results(follow_response)[follow[0][0]][0] == 89
+    assert _throttle(follow_response) == round(-tokens / RATE * 1000)
+    assert events[0]["partition_mutations"] == 25
+    assert events[0]["error_code"] == 89
+    assert events[0]["throttle_cause"] == "controller_mutation"
+
+    # v5 is permissive: everything admitted, throttled instead.
+    assert all(code == 0 for code, _ in _results(permissive_response).values())
+    assert _throttle(permissive_response) == 2500
+    p_first, p_follow = events[2]["ts_ms"], events[3]["ts_ms"]
+    tokens = BURST - 25 + RATE * (p_follow - p_first) / 1000 - 5
+    assert _results(permissive_follow_response)[permissive_follow[0][0]][0] == 0
+    assert _throttle(permissive_follow_response) == round(-tokens / RATE * 1000)
+    assert {name for name, _ in permissive + permissive_follow} <= existing
+
+
+def test_validate_only_is_exempt_and_create_partitions_is_answered_locally(
+    quota_tansu: Any, start_quota_gateway: Any, raw_client: Any
+) -> None:
+    gateway = start_quota_gateway(
+        quota_tansu.bootstrap, quotas={"controller.quota.window.num": WINDOWS}
+    )
+    gateway.runtime.alter_client_quotas(
+        [Change({"client-id": "validator"}, "controller_mutation_rate", RATE)], "test", "test"
+    )
+    host, port = gateway.host_port
+    # Wait until the gateway learned the upstream's APIs (tansu: no CreatePartitions).
+    deadline = time.monotonic() + 10
+    while gateway.runtime.facts.api_keys is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with raw_client(host, port, "validator") as client:
+        big = _names("validate", 100)
+        response = client.send(_create_request(7, big, validate_only=True))
+        assert _throttle(response) == 0
+        assert all(code == 0 for code, _ in _results(response).values())
+        # Had the 100 validated partitions been charged, the bucket would be at -80 now.
+        real = _names("real", 20, 1, 1)
+        admitted = client.send(_create_request(7, real))
+        assert [_results(admitted)[name][0] for name, _ in real] == [0, 0, 89]
+        assert _throttle(admitted) == 500
+        schema: Any = api_table.request_schema(api_keys.CREATE_PARTITIONS, 3)
+        topic_cls = nested(schema, "CreatePartitionsTopic")
+        partitions = client.send(
+            build(
+                schema,
+                topics=(build(topic_cls, name="anything", count=3, assignments=None),),
+                timeout=datetime.timedelta(seconds=5),
+                validate_only=False,
+            )
+        )
+    assert [(r.name, int(r.error_code)) for r in partitions.results] == [("anything", 35)]
