@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from quotagate.quota.cumulative_sum import CumulativeSum
@@ -19,41 +18,36 @@ ChannelT = TypeVar("ChannelT")
 _NO_CONFIG = MetricConfig()
 
 
-@dataclass(order=True, slots=True)
-class _Entry(Generic[ChannelT]):
-    end_ms: int
-    seq: int
-    channel: ChannelT = field(compare=False)
-
-
 class ThrottledChannels(Generic[ChannelT]):
     __slots__ = ("_heap", "_queue_size", "_seq")
 
     def __init__(self) -> None:
-        self._heap: list[_Entry[ChannelT]] = []
+        # (end time, registration order, channel): the order breaks ties so that channels
+        # themselves never need to be comparable.
+        self._heap: list[tuple[int, int, ChannelT]] = []
         self._seq = itertools.count()
         self._queue_size = CumulativeSum()
 
     def add(self, channel: ChannelT, throttle_ms: int, now_ms: int) -> None:
         if throttle_ms <= 0:
             return
-        heapq.heappush(self._heap, _Entry(now_ms + throttle_ms, next(self._seq), channel))
+        heapq.heappush(self._heap, (now_ms + throttle_ms, next(self._seq), channel))
         self._queue_size.record(_NO_CONFIG, 1, now_ms)
 
     def due(self, now_ms: int) -> list[ChannelT]:
         """Release every channel whose throttle has ended at ``now_ms`` (end time reached)."""
         released = []
-        while self._heap and self._heap[0].end_ms <= now_ms:
-            released.append(heapq.heappop(self._heap).channel)
+        while self._heap and self._heap[0][0] <= now_ms:
+            released.append(heapq.heappop(self._heap)[2])
             self._queue_size.record(_NO_CONFIG, -1, now_ms)
         return released
 
     def delays(self, now_ms: int) -> list[int]:
         """Remaining delay of every queued channel, in registration order."""
-        return [entry.end_ms - now_ms for entry in sorted(self._heap, key=lambda e: e.seq)]
+        return [end - now_ms for end, _, _ in sorted(self._heap, key=lambda entry: entry[1])]
 
     def next_due_ms(self) -> int | None:
-        return self._heap[0].end_ms if self._heap else None
+        return self._heap[0][0] if self._heap else None
 
     @property
     def queue_size(self) -> int:
