@@ -5,6 +5,7 @@ client, confluent-kafka), the synchronous wrapper, and reconnect backoff against
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import pytest
 from confluent_kafka.admin import AdminClient as ConfluentAdmin
@@ -133,3 +134,19 @@ async def test_reconnects_to_a_dead_port_back_off_exponentially() -> None:
     pairs = zip(events.failures, attempts[1:], strict=False)
     for (_node, failed_at, backoff), next_attempt in pairs:
         assert next_attempt - failed_at >= backoff - 1
+
+
+async def test_the_call_deadline_bounds_connection_setup(
+    start_gateway: Callable[..., BackgroundGateway],
+) -> None:
+    # A gateway whose upstream is down holds ApiVersions while it tries the upstream
+    # (upstream.connect.timeout.ms, 10 s); the call gives up at its own deadline.
+    gateway = start_gateway(f"{LOOPBACK}:{free_port()}")
+    events = Recorder()
+    async with AdminClient(str(gateway.bootstrap), events=events) as admin:
+        result = await admin.create_topics([NewTopic("never", 1, 1)], timeout_ms=1_000)
+    error = result["never"]
+    assert isinstance(error, KafkaTimeoutError)
+    assert "timed out waiting for the response to api_versions v4 to node -1" in error.message
+    assert [node for node, _at in events.attempts] == [-1]
+    assert events.connected_nodes == []

@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from quotagate.client import AdminClient
 from quotagate.client.backoff_policy import (
     CallBackoff,
     ReconnectState,
@@ -145,3 +146,12 @@ def test_connection_setup_timeout_doubles_from_the_first_failure() -> None:
     assert 24_000 <= state.timeout_ms <= 30_000
     state.ready()
     assert 8_000 <= state.timeout_ms <= 12_000
+
+
+def test_the_admin_client_warns_when_it_is_built_with_such_a_config(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="quotagate.client.backoff_policy"):
+        AdminClient(_config(retry_backoff_ms=5000, retry_backoff_max_ms=1000))
+    (record,) = caplog.records
+    assert "A static backoff with value '1000' will be applied" in record.getMessage()

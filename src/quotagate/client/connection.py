@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from quotagate.client.config import Address
 from quotagate.client.errors import (
     ConnectError,
     KafkaError,
+    KafkaTimeoutError,
     NetworkError,
     RequestTimeoutError,
 )
@@ -98,8 +100,14 @@ class BrokerConnection:
     def in_flight(self) -> int:
         return len(self._pending)
 
-    async def send(self, request: Any, request_timeout_ms: int) -> Any:
+    async def send(
+        self, request: Any, request_timeout_ms: int, deadline_ms: float = math.inf
+    ) -> Any:
         """Send ``request`` and return the decoded response.
+
+        Gives up at ``request.timeout.ms`` (throttled time excluded; retriable) or at the
+        call's deadline, whichever comes first; either way the connection is closed, as the
+        Java client disconnects a node whose request it abandons.
 
         The frame is written before the first await, so a caller that checked the node's
         throttle just before cannot be overtaken by a throttled response.
@@ -113,20 +121,44 @@ class BrokerConnection:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = (in_flight, future)
         self._writer.write(frame)
+        what = f"{api_table.api_name(api_key)} v{api_version} to node {self.node_id}"
+        try:
+            return await self._await_response(
+                future, in_flight, request_timeout_ms, deadline_ms, what
+            )
+        finally:
+            # Abandoned (timed out, or the caller was cancelled): nobody reads it any more.
+            self._pending.pop(correlation_id, None)
+            if not future.done():
+                future.cancel()
+
+    async def _await_response(
+        self,
+        future: asyncio.Future[Any],
+        in_flight: InFlight,
+        request_timeout_ms: int,
+        deadline_ms: float,
+        what: str,
+    ) -> Any:
         while True:
-            remaining_ms = in_flight.expires_at_ms(request_timeout_ms) - self._clock()
+            # Wake at the current expiry; throttled time may move it while we wait.
+            wake_ms = min(in_flight.expires_at_ms(request_timeout_ms), deadline_ms)
+            remaining_ms = wake_ms - self._clock()
             if remaining_ms > 0:
-                # Wake at the current expiry; throttled time may move it while we wait.
                 await asyncio.wait({future}, timeout=remaining_ms / 1000)
             if future.done():
                 return future.result()
-            if in_flight.expired(self._clock(), request_timeout_ms):
+            now = self._clock()
+            error: KafkaError | None = None
+            if now >= deadline_ms:
+                error = KafkaTimeoutError(f"timed out waiting for the response to {what}")
+            elif in_flight.expired(now, request_timeout_ms):
                 error = RequestTimeoutError(
-                    f"no response from node {self.node_id} to "
-                    f"{api_table.api_name(api_key)} v{api_version} within "
-                    f"request.timeout.ms={request_timeout_ms} (throttled time excluded)"
+                    f"no response to {what} within request.timeout.ms={request_timeout_ms} "
+                    "(throttled time excluded)"
                 )
-                # As the Java client does: a timed-out request disconnects the node.
+            if error is not None:
+                future.cancel()
                 self.close(error)
                 raise error
 

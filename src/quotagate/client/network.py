@@ -96,7 +96,7 @@ class NetworkClient:
         version = choose_version(api_key, state.api_versions)
         request = build(version)
         self._events.request_sent(node.node_id, api_key, version, self._clock())
-        response = await connection.send(request, self._config.request_timeout_ms)
+        response = await connection.send(request, self._config.request_timeout_ms, deadline_ms)
         return response, version
 
     async def ready(self, node: Node, deadline_ms: float) -> NodeState:
@@ -147,7 +147,7 @@ class NetworkClient:
                 self._clock,
                 lambda at, throttle_ms: self._throttled(state, at, throttle_ms),
             )
-            state.api_versions = await self._negotiate(connection)
+            state.api_versions = await self._negotiate(connection, deadline_ms)
         except KafkaError as exc:
             if connection is not None:
                 connection.close()
@@ -165,13 +165,17 @@ class NetworkClient:
         state.setup.ready()
         self._events.connected(node.node_id, self._clock())
 
-    async def _negotiate(self, connection: BrokerConnection) -> dict[int, VersionRange]:
+    async def _negotiate(
+        self, connection: BrokerConnection, deadline_ms: float
+    ) -> dict[int, VersionRange]:
         """ApiVersions at our highest version; a broker that does not know it answers
         UNSUPPORTED_VERSION with its own range, and we ask again with that."""
         version = max_api_versions_version()
         for _ in range(2):
             response = await connection.send(
-                api_versions_request(version, __version__), self._config.request_timeout_ms
+                api_versions_request(version, __version__),
+                self._config.request_timeout_ms,
+                deadline_ms,
             )
             ranges = {r.api_key: r for r in advertised_ranges(response)}
             code = error_code(response.error_code)
