@@ -84,8 +84,9 @@ def test_throttle_time_elsewhere_in_the_body_is_re_encoded() -> None:
     frame = codec.encode_response_frame(
         ProduceResponse(responses=(), throttle_time=timedelta(0)), 1
     )
-    throttled = set_throttle_time_ms(frame, 0, 9, 250)
-    assert get_throttle_time_ms(throttled, 0, 9) == 250
+    for throttle_ms in (250, 1001, 2_147_483_647):
+        throttled = set_throttle_time_ms(frame, 0, 9, throttle_ms)
+        assert get_throttle_time_ms(throttled, 0, 9) == throttle_ms
 
 
 def test_api_table_facts_from_the_spec() -> None:

@@ -19,6 +19,7 @@ from kio.static.primitive import i8, i16, i32, i32Timedelta
 
 from quotagate.client.quotas import ClientQuotaAlteration
 from quotagate.protocol import api_keys, api_table
+from quotagate.protocol.throttle_time import timedelta_ms
 from quotagate.quota.entity_filter import ClientQuotaFilter
 
 
@@ -169,9 +170,7 @@ def alter_client_quotas_request(
 def throttle_time_ms(response: Any) -> int:
     """A response's ``throttle_time_ms`` (0 for versions without the field)."""
     value = getattr(response, "throttle_time", None)
-    if value is None:
-        return 0
-    return int(value // datetime.timedelta(milliseconds=1))
+    return 0 if value is None else timedelta_ms(value)
 
 
 def error_code(value: Any) -> int:

@@ -28,7 +28,12 @@ def get_throttle_time_ms(frame: bytes, api_key: int, api_version: int) -> int:
         value: int = _INT32.unpack_from(frame, offset)[0]
         return value
     response = decode_response(frame, api_key, api_version)
-    return int(response.throttle_time.total_seconds() * 1000)
+    return timedelta_ms(response.throttle_time)
+
+
+def timedelta_ms(value: datetime.timedelta) -> int:
+    """Whole milliseconds of a kio duration, exactly (float seconds would turn 1001 into 1000)."""
+    return value // datetime.timedelta(milliseconds=1)
 
 
 def set_throttle_time_ms(frame: bytes, api_key: int, api_version: int, throttle_ms: int) -> bytes:
