@@ -10,8 +10,10 @@ import pyarrow.dataset as ds
 import pytest
 from pyspark.sql import SparkSession
 
+from quotagate.pipeline import apis
 from quotagate.pipeline.replay import replay
-from quotagate.pipeline.replay_core import ORDER_COLUMNS, replay_frame
+from quotagate.pipeline.replay_core import CAUSES, ORDER_COLUMNS, Replayer, replay_frame
+from quotagate.protocol import request_time
 from quotagate.quota import (
     DEFAULT,
     ClientQuotaManager,
@@ -186,3 +188,16 @@ def test_closed_loop_mutes_only_the_throttled_connection() -> None:
     assert opened["replay_ts_ms"].tolist() == events["ts_ms"].tolist()
     assert opened["delay_ms"].tolist() == [0, throttle - 10, 0]
     assert np.all(opened["predicted_throttle_ms"].to_numpy()[1:] > 0)
+
+
+def test_request_quota_exempts_cluster_actions_but_not_update_features() -> None:
+    """Spec §4: cluster actions go to the exempt sensor; UpdateFeatures is throttled."""
+    quotas = '[[quota]]\nuser = "alice"\nrequest_percentage = 1.0\n'
+    replayer = Replayer(quotas)
+    heavy_us = 5_000_000  # 5 s of thread time: far over 1 % of a thread
+    now = 1_700_000_000_000
+    exempt = replayer.decide("alice", "app", 4, 7, 100, 0, 0, heavy_us, now)  # LeaderAndIsr
+    assert exempt.throttle_ms == 0
+    update_features = replayer.decide("alice", "app", 57, 1, 100, 0, 0, heavy_us, now)
+    assert update_features.throttle_ms > 0 and CAUSES[update_features.cause] == "request"
+    assert apis.REQUEST_QUOTA_EXEMPT == request_time.REQUEST_QUOTA_EXEMPT  # gateway's twin

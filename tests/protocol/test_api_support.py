@@ -9,7 +9,7 @@ from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.static.primitive import i16
 
-from quotagate.protocol import api_table, codec
+from quotagate.protocol import api_table, codec, request_time
 from quotagate.protocol.api_support import VersionRange, gateway_range, negotiate
 from quotagate.protocol.api_versions_body import parse_api_versions
 from quotagate.protocol.framing import with_size_prefix
@@ -98,3 +98,10 @@ def test_api_table_facts_from_the_spec() -> None:
     assert api_table.is_strict_mutation(37, 3) and not api_table.is_strict_mutation(37, 2)
     assert api_table.has_throttle_time(48, 0)
     assert not api_table.has_throttle_time(17, 1)  # SaslHandshake has none
+
+
+def test_request_quota_exempts_cluster_actions_but_not_update_features() -> None:
+    assert request_time.is_exempt(4)  # LeaderAndIsr
+    assert request_time.is_exempt(56)  # AlterPartition
+    assert not request_time.is_exempt(57)  # UpdateFeatures: throttled (RequestQuotaTest)
+    assert not request_time.is_exempt(19)

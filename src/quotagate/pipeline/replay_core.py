@@ -79,7 +79,7 @@ class Replayer:
     ) -> Decision:
         produce_on, fetch_on, request_on, controller_on = self._on
         r = 0
-        if request_on and api_key not in apis.CLUSTER_ACTIONS:
+        if request_on and api_key not in apis.REQUEST_QUOTA_EXEMPT:
             r = self.request.record_and_get_throttle_ms(
                 user, client_id, nanos_to_percentage(thread_time_us * 1000), now_ms
             )

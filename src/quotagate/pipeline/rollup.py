@@ -116,7 +116,7 @@ def _measures(events: DataFrame) -> DataFrame:
         ("fetch", api == apis.FETCH, F.col("response_bytes").cast("double")),
         (
             "request",
-            ~api.isin(*apis.CLUSTER_ACTIONS),
+            ~api.isin(*apis.REQUEST_QUOTA_EXEMPT),
             (F.col("gateway_time_us") + F.col("upstream_time_us")) * percent_per_us,
         ),
         (
