@@ -44,3 +44,21 @@ def test_a_broken_quota_file_is_reported(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "error" in result.output
+
+
+def test_an_unknown_rollup_level_is_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["pipeline", "rollup", str(tmp_path), str(tmp_path / "o"), "--level", "topic"]
+    )
+    assert result.exit_code == 2
+    assert "unknown level 'topic'" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_an_impossible_time_zone_offset_is_a_usage_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["pipeline", "ingest", str(tmp_path), str(tmp_path / "o"), "--tz-offset-h", "30"]
+    )
+    assert result.exit_code == 2
+    assert "--tz-offset-h" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)

@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from quotagate.pipeline.runner import StageRunner
 
 app = typer.Typer(
@@ -31,6 +33,22 @@ def _runner(master: str, driver_memory: str, partitions: int, quiet: bool) -> St
     from quotagate.pipeline.runner import SparkOptions, StageRunner  # noqa: PLC0415
 
     return StageRunner(SparkOptions(master, driver_memory, partitions, not quiet), _console)
+
+
+def _run_stage(
+    description: str,
+    stage: Callable[[SparkSession], T],
+    master: str,
+    driver_memory: str,
+    partitions: int,
+    quiet: bool,
+) -> T:
+    """One stage on its own SparkSession, stopped afterwards even when the stage fails."""
+    runner = _runner(master, driver_memory, partitions, quiet)
+    try:
+        return runner.run(description, stage)
+    finally:
+        runner.stop()
 
 
 def _guarded(body: Callable[[], T]) -> T:
@@ -70,8 +88,14 @@ def generate(
 
     def body() -> None:
         options = GenerateOptions(events, seed, users, _epoch_ms(start), duration_s)
-        runner = _runner(master, driver_memory, partitions, quiet)
-        written = runner.run("generate", lambda spark: run(spark, options, out))
+        written = _run_stage(
+            "generate",
+            lambda spark: run(spark, options, out),
+            master,
+            driver_memory,
+            partitions,
+            quiet,
+        )
         _show("generated", {"events": written, "out": out})
 
     _guarded(body)
@@ -90,11 +114,19 @@ def ingest(
     """Kafka request logs (text < 2.8, KIP-673 JSON >= 2.8) to usage events."""
     from quotagate.pipeline.ingest import ingest as run  # noqa: PLC0415
 
+    if not -24 < tz_offset_h < 24:
+        raise typer.BadParameter("must be between -24 and 24 hours", param_hint="--tz-offset-h")
     tz = timezone(timedelta(hours=tz_offset_h))
 
     def body() -> None:
-        runner = _runner(master, driver_memory, partitions, quiet)
-        report = runner.run("ingest", lambda spark: run(spark, logs, out, tz=tz))
+        report = _run_stage(
+            "ingest",
+            lambda spark: run(spark, logs, out, tz=tz),
+            master,
+            driver_memory,
+            partitions,
+            quiet,
+        )
         _show("ingested", report)
         for sample in report["failed_samples"][:5]:
             _console.print(f"  [yellow]unparsed[/] {sample['reason']}: {sample['line'][:120]}")
@@ -119,15 +151,21 @@ def rollup(
 ) -> None:
     """Usage per sharing key and topic per quota window, with percentiles per entity."""
     from quotagate.pipeline.events import check_usage_dataset  # noqa: PLC0415
+    from quotagate.pipeline.levels import check_level  # noqa: PLC0415
     from quotagate.pipeline.quotas import read_quota_text  # noqa: PLC0415
     from quotagate.pipeline.rollup import rollup as run  # noqa: PLC0415
 
     def body() -> None:
-        check_usage_dataset(events)  # before Spark starts: bad input fails in a second
+        check_level(level)  # before Spark starts: bad input fails in a second
+        check_usage_dataset(events)
         text = read_quota_text(quotas) if quotas else None
-        runner = _runner(master, driver_memory, partitions, quiet)
-        summary = runner.run(
-            "rollup", lambda spark: run(spark, events, out, quota_text=text, level=level)
+        summary = _run_stage(
+            "rollup",
+            lambda spark: run(spark, events, out, quota_text=text, level=level),
+            master,
+            driver_memory,
+            partitions,
+            quiet,
         )
         _show("rolled up", summary)
 
@@ -155,9 +193,13 @@ def replay(
     def body() -> None:
         check_usage_dataset(events)
         text = read_quota_text(quotas)
-        runner = _runner(master, driver_memory, partitions, quiet)
-        summary = runner.run(
-            "replay", lambda spark: run(spark, events, text, out, closed_loop=closed_loop)
+        summary = _run_stage(
+            "replay",
+            lambda spark: run(spark, events, text, out, closed_loop=closed_loop),
+            master,
+            driver_memory,
+            partitions,
+            quiet,
         )
         _show("replayed", summary)
 
@@ -187,8 +229,14 @@ def recommend(
 
     def body() -> None:
         options = RecommendOptions(percentile, headroom, max_window_num, not no_default)
-        runner = _runner(master, driver_memory, partitions, quiet)
-        summary = runner.run("recommend", lambda spark: run(spark, rollup_dir, out, options))
+        summary = _run_stage(
+            "recommend",
+            lambda spark: run(spark, rollup_dir, out, options),
+            master,
+            driver_memory,
+            partitions,
+            quiet,
+        )
         _show("recommended", summary)
 
     _guarded(body)

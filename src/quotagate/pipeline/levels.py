@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from quotagate.pipeline.errors import PipelineError
 from quotagate.quota import QuotaFile, QuotaFileEntry, dump_quota_file
 
 LEVELS: Final = {
@@ -20,9 +21,13 @@ LEVELS: Final = {
 _PLACEHOLDER: Final = 9.0e15
 
 
-def template_quota_text(level: str) -> str:
+def check_level(level: str) -> None:
     if level not in LEVELS:
-        raise ValueError(f"unknown level {level!r}; expected one of {', '.join(LEVELS)}")
+        raise PipelineError(f"unknown level {level!r}; expected one of {', '.join(LEVELS)}")
+
+
+def template_quota_text(level: str) -> str:
+    check_level(level)
     config = {
         "producer_byte_rate": _PLACEHOLDER,
         "consumer_byte_rate": _PLACEHOLDER,
