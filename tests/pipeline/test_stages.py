@@ -144,6 +144,18 @@ def test_rollup_totals_match_the_events_and_recommend_writes_a_quota_file(
     assert set(named) == set(table["entity_user"])
 
 
+def test_rollup_with_a_single_quota_window_has_a_sustained_rate(
+    spark: SparkSession, events_dir: Path, tmp_path: Path
+) -> None:
+    """quota.window.num = 1 is legal Kafka: no earlier windows, so the window stands alone."""
+    quotas = '[gateway]\n"quota.window.num" = 1\n\n[[quota]]\ndefaults = ["user"]\n'
+    quotas += "producer_byte_rate = 1000\n"
+    rollup(spark, events_dir, tmp_path, quota_text=quotas)
+    windows = pd.read_parquet(tmp_path / "windows")
+    assert windows["sustained_rate"].notna().all()
+    pd.testing.assert_series_equal(windows["sustained_rate"], windows["rate"], check_names=False)
+
+
 def test_replay_of_an_empty_quota_file_throttles_nothing(
     spark: SparkSession, events_dir: Path, tmp_path: Path
 ) -> None:

@@ -149,7 +149,8 @@ def _measures(events: DataFrame) -> DataFrame:
 
 def _windows(events: DataFrame, keys: DataFrame, window_s: int, window_num: int) -> DataFrame:
 
-    span_ms = (window_num - 1) * window_s * 1000
+    # With quota.window.num = 1 there are no earlier windows: the window is its own history.
+    span_ms = max(window_num - 1, 1) * window_s * 1000
     sustained = (
         Window.partitionBy("quota_type", "share_user", "share_client")
         .orderBy("window_start_ms")
