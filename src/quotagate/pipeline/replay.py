@@ -18,27 +18,13 @@ from pyspark.sql.types import IntegerType, LongType, ShortType, StringType, Stru
 
 from quotagate.pipeline.events import read_usage
 from quotagate.pipeline.quotas import parse_quotas
-from quotagate.pipeline.replay_core import replay_frame
+from quotagate.pipeline.replay_core import ORDER_COLUMNS, replay_frame
 from quotagate.pipeline.sharing import replay_groups
 from quotagate.pipeline.tables import write_json
 
 HEATMAP_BUCKETS = 48
-_REPLAY_INPUT = [
-    "ts_ms",
-    "gateway_id",
-    "principal",
-    "client_id",
-    "client_host",
-    "api_key",
-    "api_version",
-    "request_bytes",
-    "response_bytes",
-    "partition_mutations",
-    "gateway_time_us",
-    "upstream_time_us",
-    "throttle_ms",
-    "throttle_cause",
-]
+# What replay_core orders by, plus what the summaries compare with.
+_REPLAY_INPUT = [*ORDER_COLUMNS, "gateway_id", "throttle_ms", "throttle_cause"]
 
 
 def replay(
