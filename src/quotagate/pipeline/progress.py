@@ -43,16 +43,16 @@ def spark_progress(
     tracker = spark.sparkContext.statusTracker()
 
     def poll() -> None:
-        done_before = 0
+        tasks = StageTasks()
         while not stop.wait(_POLL_S):
-            done, total = done_before, done_before
+            active: dict[int, tuple[int, int]] = {}
             for stage_id in tracker.getActiveStageIds():
                 info = tracker.getStageInfo(stage_id)
                 if info is not None:
-                    done += info.numCompletedTasks
-                    total += info.numTasks
-            jobs = len(tracker.getActiveJobsIds())
-            if total > done_before:
+                    active[stage_id] = (info.numCompletedTasks, info.numTasks)
+            done, total = tasks.observe(active)
+            if total:
+                jobs = len(tracker.getActiveJobsIds())
                 progress.update(task, completed=done, total=total, detail=f"{jobs} job(s)")
 
     poller = threading.Thread(target=poll, name="spark-progress", daemon=True)
@@ -64,3 +64,25 @@ def spark_progress(
             stop.set()
             poller.join()
             progress.update(task, completed=1, total=1, detail="done")
+
+
+class StageTasks:
+    """Completed and total tasks of every stage seen so far.
+
+    A stage that is no longer active has finished, so its tasks stay counted as done and
+    the bar does not drop back when the next stage starts.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[int, int]] = {}
+
+    def observe(self, active: dict[int, tuple[int, int]]) -> tuple[int, int]:
+        """``active``: (completed, total) tasks per running stage; returns the sums."""
+        for stage_id, (_, total) in self._seen.items():
+            if stage_id not in active:
+                self._seen[stage_id] = (total, total)
+        self._seen.update(active)
+        return (
+            sum(done for done, _ in self._seen.values()),
+            sum(total for _, total in self._seen.values()),
+        )
