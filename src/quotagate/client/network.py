@@ -160,6 +160,11 @@ class NetworkClient:
             if isinstance(exc, ConnectError):
                 raise
             raise ConnectError(f"setting up node {node.node_id} failed: {exc}") from exc
+        except BaseException:
+            # Cancelled mid-negotiation: the connection is nobody's yet, so close it here.
+            if connection is not None:
+                connection.close()
+            raise
         state.connection = connection
         state.reconnect.ready()
         state.setup.ready()
