@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
@@ -15,6 +16,7 @@ from quotagate.pipeline.recommend import RecommendOptions, recommend
 from quotagate.pipeline.replay import replay
 from quotagate.pipeline.report import ReportInputs, report
 from quotagate.pipeline.rollup import rollup
+from quotagate.usage.schema import USAGE_SCHEMA
 
 from .conftest import CANDIDATE_QUOTAS, FIXTURES
 
@@ -87,3 +89,11 @@ def test_report_renders_in_headless_chromium(report_file: Path, tmp_path: Path) 
         if "CONSOLE" in line or "Uncaught" in line or "Failed to load resource" in line
     ]
     assert page_errors == []
+
+
+def test_report_of_a_rollup_without_events(spark: SparkSession, tmp_path: Path) -> None:
+    (tmp_path / "events").mkdir()
+    pq.write_table(USAGE_SCHEMA.empty_table(), tmp_path / "events" / "part-0.parquet")
+    rollup(spark, tmp_path / "events", tmp_path / "rollup")
+    html = report(ReportInputs(tmp_path / "rollup"), tmp_path / "report.html").read_text()
+    assert "no events" in html

@@ -59,11 +59,15 @@ def report(inputs: ReportInputs, out: str | Path) -> Path:
 
 def _overview(inputs: ReportInputs) -> str:
     summary = read_json(inputs.rollup / "summary.json")
-    first = pd.to_datetime(summary.get("first_ts_ms"), unit="ms", utc=True)
-    last = pd.to_datetime(summary.get("last_ts_ms"), unit="ms", utc=True)
+    first_ms, last_ms = summary.get("first_ts_ms"), summary.get("last_ts_ms")
+    span = "no events"
+    if first_ms is not None and last_ms is not None:
+        first = pd.to_datetime(first_ms, unit="ms", utc=True)
+        last = pd.to_datetime(last_ms, unit="ms", utc=True)
+        span = f"{first:%Y-%m-%d %H:%M} – {last:%Y-%m-%d %H:%M} UTC"
     facts = {
         "events": f"{summary.get('events', 0):,}",
-        "time span": f"{first:%Y-%m-%d %H:%M} – {last:%Y-%m-%d %H:%M} UTC",
+        "time span": span,
         "quota window": f"{summary.get('window_num')} × {summary.get('window_seconds')} s",
         "clients grouped by": str(summary.get("grouping")),
         "sharing keys": ", ".join(
