@@ -129,9 +129,11 @@ class ClientQuotaManager:
 
         Records nothing while no quota of this type was ever configured, as the broker does.
         """
-        if not self.quotas_enabled:
+        if not self.limits.kinds_enabled:
             return 0
-        sensor = self._quota_sensor(self.sharing_key(user, client_id), now_ms)
+        # The per-request hot path: cached sharing key and sensor, looked up inline.
+        key = self._keys.get((user, client_id)) or self.sharing_key(user, client_id)
+        sensor = self._quota_sensors.get(key) or self._quota_sensor(key, now_ms)
         try:
             sensor.record(value, now_ms)
         except QuotaViolation as violation:
