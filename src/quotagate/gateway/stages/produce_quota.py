@@ -31,6 +31,7 @@ from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.protocol.produce import produce_acks
 from quotagate.protocol.produce_topics import produce_topic_bytes
+from quotagate.quota import TopicBytesInQuota
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,13 @@ class ProduceQuotaStage(Stage):
             if refusal is None:
                 quota.record_accepted(topic, size, now)
                 continue
-            wait = quota.throttle_ms(topic, now)
+            if throttle_mode:
+                # Throttled until the rates have decayed enough to admit the topic again.
+                wait = quota.throttle_ms(topic, now)
+            else:
+                # Refused: retrying before the meters tick again cannot succeed, and a longer
+                # mute would also hold back the connection's other topics, which must flow.
+                wait = _next_tick_ms(quota, topic, now)
             ticket.topic_bytes_in_ms = max(ticket.topic_bytes_in_ms, wait)
             if throttle_mode:
                 quota.record_accepted(topic, size, now)
@@ -191,6 +198,11 @@ class ProduceQuotaStage(Stage):
 
 
 _REFUSED_KEY: Final = "produce.refused"
+
+
+def _next_tick_ms(quota: TopicBytesInQuota, topic: str, now: int) -> int:
+    meters = [quota.total_meter, quota.topic_meters.get(topic)]
+    return max(min(m.ticked_by_ms(1) - now for m in meters if m is not None), 1)
 
 
 def _topic_name(topic: Any) -> str:
