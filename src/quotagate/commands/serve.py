@@ -23,6 +23,9 @@ from quotagate.gateway.config import (
 )
 from quotagate.gateway.embedded import EmbeddedBrokerError, TansuBroker
 from quotagate.gateway.logs import configure_logging
+from quotagate.gateway.metrics import GatewayMetrics
+from quotagate.gateway.quota_metrics import QuotaCollector
+from quotagate.gateway.quota_stages import quota_stages_for
 from quotagate.gateway.server import Gateway
 
 
@@ -89,7 +92,10 @@ def _settings(config: Path | None, listen: str | None, upstream: str | None) -> 
 
 
 async def _serve(settings: GatewayConfig, factory: AuthenticatorFactory | None) -> None:
-    gateway = Gateway(settings, authenticator_factory=factory)
+    metrics = GatewayMetrics()
+    runtime, stages = quota_stages_for(settings)
+    metrics.registry.register(QuotaCollector(runtime))
+    gateway = Gateway(settings, stages, authenticator_factory=factory, metrics=metrics)
     await gateway.start()
     for name, address in gateway.bootstrap.items():
         listener = gateway.listeners[name].config
