@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from quotagate import __version__
-from quotagate.commands import engine, pipeline, serve, topics, users
+from quotagate.commands import engine, pipeline, quotas, serve, topic_quotas, topics, users
 
 app = typer.Typer(
     name="quotagate",
@@ -35,6 +35,8 @@ app.add_typer(users.app, name="users")
 app.add_typer(pipeline.app, name="pipeline")
 app.command("serve")(serve.serve)
 app.add_typer(topics.app, name="topics")
+app.add_typer(quotas.app, name="quotas")
+app.add_typer(topic_quotas.app, name="topic-quotas")
 
 
 def main() -> None:

@@ -1,0 +1,101 @@
+"""``quotagate quotas`` against a running gateway; ``quotagate topic-quotas`` on its store."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from quotagate.cli import app
+from quotagate.commands.quotas import EntityArgsError, parse_entity_args
+from quotagate.quota import QuotaFile, QuotaFileEntry, dump_quota_file
+
+runner = CliRunner()
+
+
+def test_entity_arguments_pair_in_order() -> None:
+    args = "--entity-type users --entity-name alice --entity-type clients --entity-default"
+    assert parse_entity_args(args.split()) == [("user", "alice"), ("client-id", None)]
+    assert parse_entity_args(["--entity-type", "clients"]) == [("client-id", "")]
+    with pytest.raises(EntityArgsError):
+        parse_entity_args(["--entity-name", "alice"])
+    with pytest.raises(EntityArgsError):
+        parse_entity_args(["--entity-type", "topics", "--entity-name", "x"])
+
+
+@pytest.mark.integration
+def test_quotas_alter_describe_apply_through_the_gateway(
+    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path
+) -> None:
+    gateway = start_quota_gateway(quota_tansu.bootstrap, quotas={"super.users": ["User:ANONYMOUS"]})
+    b = ["--bootstrap-server", gateway.bootstrap]
+    result = runner.invoke(
+        app,
+        ["quotas", "alter", *b, "--entity-type", "users", "--entity-name", "alice",
+         "--entity-type", "clients", "--entity-default",
+         "--add-config", "producer_byte_rate=1024,request_percentage=12.5"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "Completed updating config for client-id=<default>, user=alice." in result.output
+    quota_file = tmp_path / "quotas.toml"
+    quota_file.write_text(
+        dump_quota_file(
+            QuotaFile([QuotaFileEntry({"client-id": "batch"}, {"consumer_byte_rate": 2048.0})])
+        )
+    )
+    assert runner.invoke(app, ["quotas", "apply", str(quota_file), *b]).exit_code == 0
+    described = runner.invoke(app, ["quotas", "describe", *b])
+    assert described.exit_code == 0, described.output
+    assert described.output.splitlines() == [
+        "Quota configs for client-id=<default>, user=alice are "
+        "producer_byte_rate=1024, request_percentage=12.5",
+        "Quota configs for client-id=batch are consumer_byte_rate=2048",
+    ]
+    deleted = runner.invoke(
+        app,
+        ["quotas", "alter", *b, "--entity-type", "clients", "--entity-name", "batch",
+         "--delete-config", "consumer_byte_rate"],
+    )  # fmt: skip
+    assert deleted.exit_code == 0
+    only_clients = runner.invoke(app, ["quotas", "describe", *b, "--entity-type", "clients"])
+    assert only_clients.output.splitlines() == [
+        "Quota configs for client-id=<default>, user=alice are "
+        "producer_byte_rate=1024, request_percentage=12.5"
+    ]
+    invalid = runner.invoke(
+        app,
+        ["quotas", "alter", *b, "--entity-type", "users", "--entity-name", "bob",
+         "--add-config", "producer_byte_rate=1.5"],
+    )  # fmt: skip
+    assert invalid.exit_code == 1
+    assert "cannot be a fractional value" in invalid.output
+
+
+@pytest.mark.integration
+def test_topic_quotas_on_the_store_reach_a_running_gateway(
+    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path
+) -> None:
+    store = tmp_path / "store.db"
+    gateway = start_quota_gateway(quota_tansu.bootstrap, store=store)
+    s = ["--store", str(store)]
+    assert runner.invoke(app, ["topic-quotas", "alter", "--total", "1000", *s]).exit_code == 0
+    ok = runner.invoke(app, ["topic-quotas", "alter", "--topic", "a", "--threshold", "600", *s])
+    assert ok.exit_code == 0
+    too_much = runner.invoke(
+        app, ["topic-quotas", "alter", "--topic", "b", "--threshold", "500", *s]
+    )
+    assert too_much.exit_code == 1 and "above total.bytes.in.per.sec.threshold" in too_much.output
+    described = runner.invoke(app, ["topic-quotas", "describe", *s]).output.splitlines()
+    assert described == [
+        "total.bytes.in.per.sec.threshold = 1000",
+        "topic a: bytes.in.per.sec.threshold = 600",
+        "topics without a threshold share 400 B/s equally",
+    ]
+    quota = gateway.runtime.topic_quota
+    deadline = time.monotonic() + 10
+    while quota.explicit_thresholds != {"a": 600.0} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert quota.total_threshold == 1000.0 and quota.explicit_thresholds == {"a": 600.0}
