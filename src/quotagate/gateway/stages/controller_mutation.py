@@ -87,6 +87,9 @@ class ControllerMutationStage(Stage):
         state[_COUNTS_KEY] = dict(zip(map(_item_key, items), counts, strict=True))
         if getattr(request, "validate_only", False):
             return  # exempt (ZooKeeper-mode KIP-599); KRaft Kafka would charge it
+        # The event records the demand (every counted topic, refused ones too): that is what a
+        # replay under other quotas must charge, and it reproduces this request's decision.
+        ticket.partition_mutations = sum(count for count in counts if count > 0)
         quota = runtime.controller.new_quota_for(
             api_key, exchange.api_version, ticket.user, ticket.client_id, ticket.now_ms
         )
@@ -103,7 +106,6 @@ class ControllerMutationStage(Stage):
                 rejected.append(item)
                 continue
             admitted.append(item)
-            ticket.partition_mutations += count
         if not rejected:
             return
         ticket.impose_error(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
