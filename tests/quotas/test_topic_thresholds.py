@@ -202,3 +202,30 @@ def test_hot_topic_refused_cool_flows_and_retries_lose_nothing(
     heater.flush(60)
     assert outcomes.errors == []
     assert outcomes.ok == {hot: RECORDS, cool: RECORDS}
+
+
+def test_throttle_mode_admits_and_throttles(quota_tansu: Any, start_quota_gateway: Any) -> None:
+    gateway = start_quota_gateway(
+        quota_tansu.bootstrap,
+        quotas={"total.bytes.in.per.sec.threshold": TOTAL, "topic.bytes.in.mode": "throttle"},
+    )
+    hot = f"hot-throttled-{uuid.uuid4().hex[:6]}"
+    throttles: list[float] = []
+    outcomes = _Outcomes()
+    producer = Producer(
+        {
+            "bootstrap.servers": gateway.bootstrap,
+            "client.id": "throttled",
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+        }
+    )
+    deadline = time.monotonic() + 30
+    while gateway.runtime.topic_throttles == 0:
+        assert time.monotonic() < deadline, "never throttled"
+        producer.produce(hot, b"h" * 6000, on_delivery=lambda e, m: outcomes.done(m.topic(), e))
+        producer.poll(0.1)
+    assert producer.flush(120) == 0
+    producer.poll(1)
+    assert outcomes.errors == [] and outcomes.count(hot) > 0
+    assert gateway.runtime.topic_refusals == 0
+    assert any(t > 0 for t in throttles)
