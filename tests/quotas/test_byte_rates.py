@@ -16,12 +16,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow.dataset as ds
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 
+from quotagate.pipeline.replay_core import replay_frame
 from quotagate.protocol import api_keys
 from quotagate.store.quotas import Change
 
@@ -176,6 +178,15 @@ def test_greedy_producers_get_their_quota(
         assert 0.93 * QUOTA <= payload_rate <= 1.05 * QUOTA, (name, payload_rate / QUOTA)
         throttled = [r for r in rows if r["client_id"] == client_id and r["throttle_ms"] > 0]
         assert throttled and {r["throttle_cause"] for r in throttled} == {"produce"}
+    # The pipeline's replay of these events reproduces every throttle decision.
+    quota_text = (
+        '[[quota]]\n"client-id" = "greedy-confluent"\nproducer_byte_rate = 300000\n'
+        '[[quota]]\n"client-id" = "greedy-kafka-python"\nproducer_byte_rate = 300000\n'
+        '[gateway]\n"quota.window.num" = 2\n'
+    )
+    replayed = replay_frame(pd.DataFrame(rows), quota_text, closed_loop=False)
+    matches = (replayed["predicted_throttle_ms"] == replayed["throttle_ms"]).mean()
+    assert matches == 1.0, matches
 
 
 def test_consumer_gets_its_quota_and_every_message_once(

@@ -6,11 +6,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
+from quotagate.pipeline.replay_core import replay_frame
 from quotagate.protocol import api_keys
 from quotagate.store.quotas import Change
 from quotagate.usage.schema import USAGE_SCHEMA
@@ -65,6 +67,14 @@ def test_metadata_storm_is_throttled_within_one_window_and_muted(
     assert {r["throttle_cause"] for r in storm if r["throttle_ms"]} == {"request"}
     # Metadata cannot wait in purgatory: its upstream time is charged.
     assert all(r["upstream_time_us"] > 0 for r in storm)
+    # The pipeline's replay, fed the events, reproduces every throttle (docs/quotas.md).
+    replayed = replay_frame(
+        pd.DataFrame(storm),
+        '[[quota]]\n"client-id" = "hammer"\nrequest_percentage = 0.1\n',
+        closed_loop=False,
+    )
+    assert (replayed["predicted_throttle_ms"] == replayed["throttle_ms"]).all()
+    assert (replayed["predicted_cause"] == replayed["throttle_cause"]).all()
 
 
 def test_usage_events_match_schema_and_requests(

@@ -103,6 +103,7 @@ class QuotaRuntime:
         self.snapshot: dict[str, Any] = {}
         """Metric values for the Prometheus collector, swapped whole every housekeeping tick."""
         self._store_version: int | None = None
+        self._connection_ms: dict[int, int] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -263,7 +264,12 @@ class QuotaRuntime:
             state = exchange.state = {}
         ticket = state.get(TICKET_KEY)
         if ticket is None:
-            now_ms = exchange.received_ms
+            # Strictly increasing per connection: two requests read in the same millisecond get
+            # consecutive ones, so a replay ordering usage events by ts_ms sees (and records)
+            # a connection's requests in the order the gateway did.
+            connection_id = exchange.connection.connection_id
+            now_ms = max(exchange.received_ms, self._connection_ms.get(connection_id, 0) + 1)
+            self._connection_ms[connection_id] = now_ms
             self.last_now_ms = max(self.last_now_ms, now_ms)
             ticket = state[TICKET_KEY] = QuotaTicket(
                 now_ms=now_ms,
@@ -373,6 +379,8 @@ class QuotaRuntime:
         for manager in managers:
             manager.due_channels(wall_ms)
             manager.expire_sensors(wall_ms)
+        # A connection's last ms only matters while it is ahead of the clock.
+        self._connection_ms = {c: ms for c, ms in self._connection_ms.items() if ms >= wall_ms}
         store = self.store
         if store is not None and store.data_version() != self._store_version:
             self.reload_store()
