@@ -174,3 +174,43 @@ def test_validate_only_is_exempt_and_create_partitions_is_answered_locally(
             )
         )
     assert [(r.name, int(r.error_code)) for r in partitions.results] == [("anything", 35)]
+
+
+def _delete_request(names: list[str]) -> Any:
+    schema: Any = api_table.request_schema(api_keys.DELETE_TOPICS, 6)
+    topic_cls = nested(schema, "DeleteTopicState")
+    return build(
+        schema,
+        topics=tuple(build(topic_cls, name=name, topic_id=uuid.UUID(int=0)) for name in names),
+        timeout=datetime.timedelta(seconds=30),
+    )
+
+
+def test_delete_topics_counts_the_partitions_the_gateway_has_seen(
+    quota_tansu: Any, start_quota_gateway: Any, raw_client: Any, tmp_path: Path
+) -> None:
+    usage_dir = tmp_path / "usage"
+    gateway = start_quota_gateway(
+        quota_tansu.bootstrap,
+        quotas={"controller.quota.window.num": WINDOWS},
+        usage={"path": str(usage_dir)},
+    )
+    gateway.runtime.alter_client_quotas(
+        [Change({"client-id": "deleter"}, "controller_mutation_rate", RATE)], "test", "test"
+    )
+    host, port = gateway.host_port
+    topics = _names("doomed", 10, 10, 5, 3)
+    with raw_client(host, port, "creator") as creator:
+        created = creator.send(_create_request(7, topics))
+        assert all(code == 0 for code, _ in _results(created).values())
+    with raw_client(host, port, "deleter") as first, raw_client(host, port, "deleter") as second:
+        deleted = first.send(_delete_request([name for name, _ in topics[:3]]))
+        refused = second.send(_delete_request([topics[3][0]]))
+    gateway.stop()
+    assert [int(r.error_code) for r in deleted.responses] == [0, 0, 0]
+    assert int(deleted.throttle_time.total_seconds()) == 0  # strict: admitted down to -5
+    assert [(r.name, int(r.error_code)) for r in refused.responses] == [(topics[3][0], 89)]
+    events = [e for e in _usage(usage_dir) if e["api_key"] == api_keys.DELETE_TOPICS]
+    assert [e["partition_mutations"] for e in events] == [25, 3]
+    tokens = BURST - 25 + RATE * (events[1]["ts_ms"] - events[0]["ts_ms"]) / 1000
+    assert _throttle(refused) == round(-tokens / RATE * 1000)
