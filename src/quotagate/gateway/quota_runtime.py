@@ -50,6 +50,8 @@ HOUSEKEEPING_S: Final = 1.0
 """Like Kafka's throttled-channel reaper, which polls its delay queue every second."""
 UPSTREAM_REFRESH_S: Final = 30.0
 ANONYMOUS_NAME: Final = "ANONYMOUS"
+MAX_STAMP_SKEW_MS: Final = 10
+"""How far ahead of its read time a request's quota time may be nudged (see ``_stamp``)."""
 
 # Which manager a client-quota key configures.
 _PRODUCE_KEY: Final = "producer_byte_rate"
@@ -264,12 +266,7 @@ class QuotaRuntime:
             state = exchange.state = {}
         ticket = state.get(TICKET_KEY)
         if ticket is None:
-            # Strictly increasing per connection: two requests read in the same millisecond get
-            # consecutive ones, so a replay ordering usage events by ts_ms sees (and records)
-            # a connection's requests in the order the gateway did.
-            connection_id = exchange.connection.connection_id
-            now_ms = max(exchange.received_ms, self._connection_ms.get(connection_id, 0) + 1)
-            self._connection_ms[connection_id] = now_ms
+            now_ms = self._stamp(exchange.connection.connection_id, exchange.received_ms)
             self.last_now_ms = max(self.last_now_ms, now_ms)
             ticket = state[TICKET_KEY] = QuotaTicket(
                 now_ms=now_ms,
@@ -279,6 +276,22 @@ class QuotaRuntime:
             )
         assert isinstance(ticket, QuotaTicket)
         return ticket
+
+    def _stamp(self, connection_id: int, received_ms: int) -> int:
+        """The request's quota time: when it was read, nudged to keep a connection's order.
+
+        Two requests read in the same millisecond get consecutive ones, so a replay that
+        orders usage events by ``ts_ms`` records a connection's requests in the gateway's
+        order. The nudge never exceeds ``MAX_STAMP_SKEW_MS``: a connection sending more than
+        a request per millisecond for long would otherwise drag its quota clock ahead of the
+        wall clock without bound; past the bound the wall clock wins.
+        """
+        previous = self._connection_ms.get(connection_id, 0)
+        now_ms = received_ms
+        if previous >= received_ms and previous + 1 - received_ms <= MAX_STAMP_SKEW_MS:
+            now_ms = previous + 1
+        self._connection_ms[connection_id] = max(now_ms, previous)
+        return now_ms
 
     def finish(self, exchange: Exchange, ticket: QuotaTicket) -> None:
         """The KIP-219 step: request-time quota, max of all throttles, mute, usage event."""
