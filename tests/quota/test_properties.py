@@ -55,10 +55,12 @@ def test_a_token_bucket_never_exceeds_its_burst(
 
 
 @settings(max_examples=50)
-@given(st.floats(1, 1e6), st.integers(1, 20), st.integers(100, 1000))
+@given(st.floats(1, 1e6), st.integers(2, 20), st.integers(100, 1000))
 def test_a_constant_load_rate_converges_to_the_load(
     per_second: float, samples: int, step_ms: int
 ) -> None:
+    # One sample is excluded: its window can be a single millisecond long, so a lone
+    # sample's rate spikes by design (Kafka's Rate floors the window at 1 ms, not at W).
     config = MetricConfig(samples=samples, time_window_ms=1000)
     rate = Rate()
     now = T0
@@ -67,9 +69,10 @@ def test_a_constant_load_rate_converges_to_the_load(
         rate.record(config, per_event, now)
         now += step_ms
     measured = rate.measure(config, now - step_ms)
-    # Window edges hold at most one event more or less than the exact rate.
-    slack = per_event / ((samples - 1) or 1) + per_second * step_ms / 1000 / max(samples - 1, 1)
-    assert abs(measured - per_second) <= slack + 1e-9 * per_second
+    # The window spans E >= (S-1) s and holds E/step events give or take one, so the
+    # rate is off by at most one event over E.
+    slack = per_second * step_ms / (1000 * (samples - 1))
+    assert abs(measured - per_second) <= slack * (1 + 1e-9)
 
 
 @given(

@@ -118,3 +118,28 @@ def test_throttle_time_needs_a_rate() -> None:
         throttle_time(QuotaViolation(metric, 2, 1), T0)
     with pytest.raises(TypeError):
         bounded_throttle_time(QuotaViolation(metric, 2, 1), 10, T0)
+
+
+
+def test_peek_reads_what_measure_would_without_its_side_effects() -> None:
+    config = MetricConfig(samples=2, time_window_ms=1000, quota=Quota.upper_bound(10))
+    stat = Rate()
+    rate = Metric("rate", stat, config)
+    stat.record(config, 50, T0)
+    stat.record(config, 5, T0 + 1500)
+    later = T0 + 3000  # the first sample is obsolete here: measuring resets it
+    before = (list(stat.stat.starts), list(stat.stat.values))
+    peeked = rate.peek(later)
+    assert (list(stat.stat.starts), list(stat.stat.values)) == before
+    assert peeked == rate.measure(later) == 5 / 1.5
+    assert (list(stat.stat.starts), list(stat.stat.values)) != before
+
+
+def test_peek_does_not_refill_a_token_bucket() -> None:
+    config = MetricConfig(samples=2, time_window_ms=1000, quota=Quota.upper_bound(10))
+    bucket = TokenBucket()
+    tokens = Metric("tokens", bucket, config)
+    bucket.record(config, 25, T0)  # starts full at 20: -5 left
+    assert tokens.peek(T0 + 1000) == 5
+    assert (bucket.tokens, bucket.last_update_ms) == (-5, T0)
+    assert tokens.measure(T0 + 1000) == 5

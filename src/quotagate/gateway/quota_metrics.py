@@ -54,17 +54,17 @@ def build_snapshot(runtime: QuotaRuntime, now_ms: int) -> dict[str, Any]:
         add("controllermutation_tokens", labels, state.value)
         add("controllermutation_quota", labels, state.limit)
     for key, sensor in controller._quota_sensors.items():
-        add("controllermutation_mutation_rate", [key[0], key[1]], sensor.metrics[0].measure(now_ms))
+        add("controllermutation_mutation_rate", [key[0], key[1]], sensor.metrics[0].peek(now_ms))
     for key, sensor in controller._throttle_sensors.items():
-        value = sensor.metrics[0].measure(now_ms)
+        value = sensor.metrics[0].peek(now_ms)
         if not math.isnan(value):
             add("controllermutation_throttle_time", [key[0], key[1]], value)
     add("controllermutation_queue_size", [], float(controller.throttled_channels.queue_size))
     add("request_exempt_request_time", [], runtime.request.exempt_rate(now_ms))
     quota = runtime.topic_quota
-    add("topic_total_bytes_in_rate", [], quota.total_meter.one_minute_rate(now_ms))
-    add("topic_error_bytes_in_rate", [], quota.error_meter.one_minute_rate(now_ms))
-    add("topic_throttled_bytes_in_rate", [], quota.throttled_meter.one_minute_rate(now_ms))
+    add("topic_total_bytes_in_rate", [], quota.total_meter.peek_one_minute_rate(now_ms))
+    add("topic_error_bytes_in_rate", [], quota.error_meter.peek_one_minute_rate(now_ms))
+    add("topic_throttled_bytes_in_rate", [], quota.throttled_meter.peek_one_minute_rate(now_ms))
     if quota.total_threshold is not None:
         add("topic_total_bytes_in_threshold", [], quota.total_threshold)
     for topic in list(quota.topic_meters):

@@ -50,7 +50,7 @@ HOUSEKEEPING_S: Final = 1.0
 """Like Kafka's throttled-channel reaper, which polls its delay queue every second."""
 UPSTREAM_REFRESH_S: Final = 30.0
 ANONYMOUS_NAME: Final = "ANONYMOUS"
-MAX_STAMP_SKEW_MS: Final = 10
+MAX_STAMP_SKEW_MS: Final = 1000
 """How far ahead of its read time a request's quota time may be nudged (see ``_stamp``)."""
 
 # Which manager a client-quota key configures.
@@ -282,8 +282,11 @@ class QuotaRuntime:
 
         Two requests read in the same millisecond get consecutive ones, so a replay that
         orders usage events by ``ts_ms`` records a connection's requests in the gateway's
-        order. The nudge never exceeds ``MAX_STAMP_SKEW_MS``: a connection sending more than
-        a request per millisecond for long would otherwise drag its quota clock ahead of the
+        order. A broker reads one request per connection at a time, so its own timestamps
+        are spread the same way. Bursts are real: a client released from a mute sends its
+        queued batches at once (hundreds within a millisecond). The nudge never exceeds
+        ``MAX_STAMP_SKEW_MS`` (one default quota window): a connection sending more than a
+        request per millisecond for long would otherwise drag its quota clock ahead of the
         wall clock without bound; past the bound the wall clock wins.
         """
         previous = self._connection_ms.get(connection_id, 0)

@@ -176,17 +176,17 @@ class ClientQuotaManager:
         ]
 
     def states(self, now_ms: int) -> Iterator[QuotaSensorState]:
-        """Current value of every live sharing key (measuring has Kafka's side effects)."""
+        """Current value of every live sharing key, read without side effects (``peek``)."""
         for key, sensor in self._quota_sensors.items():
             metric = sensor.metrics[-1]
             throttle = self._throttle_sensors.get(key)
             yield QuotaSensorState(
                 key=key,
                 sensor_name=sensor.name,
-                value=metric.measure(now_ms),
+                value=metric.peek(now_ms),
                 limit=metric.config.quota.bound if metric.config.quota else UNBOUNDED,
                 throttle_time_avg=(
-                    throttle.metrics[0].measure(now_ms) if throttle else float("nan")
+                    throttle.metrics[0].peek(now_ms) if throttle else float("nan")
                 ),
             )
 

@@ -16,3 +16,6 @@ class CumulativeSum:
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         return self.total
+
+    def clone(self) -> CumulativeSum:
+        return CumulativeSum(self.total)

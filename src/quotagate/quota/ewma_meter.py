@@ -37,6 +37,13 @@ class EwmaMeter:
         self._tick_if_necessary(now_ms)
         return self._rate
 
+    def peek_one_minute_rate(self, now_ms: int) -> float:
+        """``one_minute_rate`` without ticking this meter (reads move Dropwizard's tick phase)."""
+        twin = object.__new__(EwmaMeter)
+        for name in self.__slots__:
+            setattr(twin, name, getattr(self, name))
+        return twin.one_minute_rate(now_ms)
+
     def mean_rate(self, now_ms: int) -> float:
         elapsed_s = (now_ms - self.start_ms) / 1000.0
         return self.count / elapsed_s if elapsed_s > 0 else 0.0

@@ -23,6 +23,9 @@ class Rate:
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         self.stat.record(config, value, now_ms)
 
+    def clone(self) -> Rate:
+        return type(self)(self.stat.clone())
+
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         value = self.stat.measure(config, now_ms)
         # window_size() would purge again; at the same instant that changes nothing.

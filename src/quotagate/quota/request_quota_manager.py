@@ -54,4 +54,4 @@ class RequestQuotaManager(ClientQuotaManager):
             )
 
     def exempt_rate(self, now_ms: int) -> float:
-        return self.exempt_sensor.metrics[0].measure(now_ms)
+        return self.exempt_sensor.metrics[0].peek(now_ms)

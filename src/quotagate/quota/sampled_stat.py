@@ -64,6 +64,16 @@ class SampledStat:
             if now_ms - last >= expire_age:
                 self._reset(i, now_ms)
 
+    def clone(self) -> SampledStat:
+        twin = object.__new__(type(self))
+        twin._initial = self._initial
+        twin.values = list(self.values)
+        twin.counts = list(self.counts)
+        twin.starts = list(self.starts)
+        twin.lasts = list(self.lasts)
+        twin._current = self._current
+        return twin
+
     @property
     def live_samples(self) -> int:
         """Samples holding at least one event."""

@@ -31,6 +31,15 @@ class Metric:
     def measure(self, now_ms: int) -> float:
         return self.stat.measure(self.config, now_ms)
 
+    def peek(self, now_ms: int) -> float:
+        """What ``measure`` would return, leaving the stat untouched.
+
+        Kafka's measurements purge samples and refill buckets, so in Kafka a JMX read can
+        shift a later throttle. Exporters use this instead, so that watching the gateway
+        never changes its decisions and a replay of its usage events sees the same state.
+        """
+        return self.stat.clone().measure(self.config, now_ms)
+
 
 class QuotaViolation(Exception):  # noqa: N818 - Kafka's name for the same thing
     """A metric broke its quota: carries the metric, the measured value and the bound."""

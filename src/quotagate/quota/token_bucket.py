@@ -21,6 +21,11 @@ class TokenBucket:
         self.tokens = 0.0
         self.last_update_ms = 0
 
+    def clone(self) -> TokenBucket:
+        twin = TokenBucket()
+        twin.tokens, twin.last_update_ms = self.tokens, self.last_update_ms
+        return twin
+
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         if config.quota is None:
             return float(LONG_MAX)

@@ -177,7 +177,9 @@ class TopicBytesInQuota:
         return best if best is not None else _MAX_PROJECTED_TICKS * TICK_INTERVAL_MS
 
     def topic_rate(self, topic: str, now_ms: int) -> float:
-        return self._topic_meter(topic, now_ms).one_minute_rate(now_ms)
+        """The topic's one-minute rate as a metric: read without ticking the meter."""
+        meter = self.topic_meters.get(topic)
+        return meter.peek_one_minute_rate(now_ms) if meter is not None else 0.0
 
     # -- internals -------------------------------------------------------------------------
 

@@ -1,0 +1,156 @@
+"""Replay is the gateway's twin: a real gateway run under quotas, replayed on Spark.
+
+A real gateway in front of a real tansu broker enforces a quota file applied through
+``quotagate quotas apply``; real clients push it into every kind of throttle (produce and
+fetch byte rates, request time, KIP-599 mutations) while it writes usage events. Replaying
+those events with the same quota file through the pipeline's Spark replay must predict the
+throttle the gateway wrote into at least 99.9 % of the requests.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaAdminClient
+from pyspark.sql import SparkSession
+from typer.testing import CliRunner
+
+from quotagate.cli import app
+from quotagate.client import AdminConfig, NewTopic, SyncAdminClient
+from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.quota_runtime import QuotaRuntime
+from quotagate.gateway.quota_settings import QuotaSettings, UsageSettings
+from quotagate.gateway.quota_stages import quota_stages
+from quotagate.pipeline.replay import replay
+
+RUN_S = 12.0
+QUOTA_FILE = """
+[[quota]]
+client-id = "fid-producer"
+producer_byte_rate = 200000
+
+[[quota]]
+client-id = "fid-consumer"
+consumer_byte_rate = 100000
+
+[[quota]]
+client-id = "fid-meta"
+request_percentage = 2.0
+
+[[quota]]
+client-id = "fid-admin"
+controller_mutation_rate = 2.0
+"""
+
+
+def _produce(bootstrap: str, topic: str, stop: threading.Event) -> None:
+    # Small batches, so that the run holds many produce requests rather than a few huge ones.
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "fid-producer",
+            "linger.ms": 5,
+            "batch.size": 16384,
+        }
+    )
+    payload = b"x" * 1024
+    while not stop.is_set():
+        try:
+            producer.produce(topic, payload)
+        except BufferError:
+            producer.poll(0.05)
+        producer.poll(0)
+    producer.flush(30)
+
+
+def _consume(bootstrap: str, topic: str, stop: threading.Event) -> None:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": "fid-consumer",
+            "group.id": f"fid-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 16384,
+            "max.partition.fetch.bytes": 16384,
+            "message.max.bytes": 16384,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    while not stop.is_set():
+        consumer.poll(0.2)
+    consumer.close()
+
+
+def _describe_cluster_storm(bootstrap: str, stop: threading.Event) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="fid-meta")
+    while not stop.is_set():
+        admin.list_topics()
+    admin.close()
+
+
+def _create_topics(bootstrap: str, prefix: str) -> None:
+    config = AdminConfig.of(bootstrap, client_id="fid-admin")
+    with SyncAdminClient(config) as admin:
+        for i in range(16):  # 32 partitions against a burst of 22: some are refused, retried
+            admin.create_topics([NewTopic(f"{prefix}-{i}", 2, 1)])
+
+
+@pytest.mark.timeout(600)
+def test_replay_reproduces_the_throttles_of_a_recorded_gateway_run(
+    spark: SparkSession,
+    start_tansu: Callable[[], TansuBroker],
+    start_gateway: Callable[..., BackgroundGateway],
+    tmp_path: Path,
+) -> None:
+    broker = start_tansu()
+    usage_dir = tmp_path / "usage"
+    runtime = QuotaRuntime(
+        QuotaSettings(
+            super_users=frozenset({"User:ANONYMOUS"}),
+            num_partitions=1,
+            usage=UsageSettings(path=usage_dir, roll_interval_s=3600.0),
+        )
+    )
+    gateway = start_gateway(broker.bootstrap, stages=quota_stages(runtime))
+    bootstrap = str(gateway.bootstrap)
+    quota_path = tmp_path / "quotas.toml"
+    quota_path.write_text(QUOTA_FILE, encoding="utf-8")
+    applied = CliRunner().invoke(app, ["quotas", "apply", str(quota_path), "-b", bootstrap])
+    assert applied.exit_code == 0, applied.output
+
+    topic = f"fidelity-{uuid.uuid4().hex[:8]}"
+    with SyncAdminClient(bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+    stop = threading.Event()
+    workers: list[threading.Thread] = [
+        threading.Thread(target=_produce, args=(bootstrap, topic, stop)),
+        threading.Thread(target=_consume, args=(bootstrap, topic, stop)),
+        threading.Thread(target=_describe_cluster_storm, args=(bootstrap, stop)),
+    ]
+    admin_worker = threading.Thread(target=_create_topics, args=(bootstrap, topic))
+    for worker in [*workers, admin_worker]:
+        worker.start()
+    time.sleep(RUN_S)  # the length of the recorded run, not a synchronisation
+    stop.set()
+    for worker in [*workers, admin_worker]:
+        worker.join(120)
+    gateway.stop()  # flushes the usage events
+
+    summary: dict[str, Any] = replay(spark, usage_dir, QUOTA_FILE, tmp_path / "replay")
+    requests = spark.read.parquet(str(tmp_path / "replay" / "requests"))
+    causes = {
+        row.throttle_cause
+        for row in requests.where("throttle_ms > 0").select("throttle_cause").distinct().collect()
+    }
+    assert {"produce", "fetch", "request", "controller_mutation"} <= causes, causes
+    assert summary["events"] > 500, summary
+    mismatches = requests.where("predicted_throttle_ms != throttle_ms").count()
+    assert summary["agreement_with_recorded"] >= 0.999, (summary, mismatches)
