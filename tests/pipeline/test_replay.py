@@ -201,3 +201,15 @@ def test_request_quota_exempts_cluster_actions_but_not_update_features() -> None
     update_features = replayer.decide("alice", "app", 57, 1, 100, 0, 0, heavy_us, now)
     assert update_features.throttle_ms > 0 and CAUSES[update_features.cause] == "request"
     assert apis.REQUEST_QUOTA_EXEMPT == request_time.REQUEST_QUOTA_EXEMPT  # gateway's twin
+
+
+def test_request_quota_exempts_acks_zero_produce_as_the_gateway_does() -> None:
+    """An acks=0 produce has no response; its time is exempt (spec §4), bytes still count."""
+    quotas = '[[quota]]\nuser = "alice"\nrequest_percentage = 1.0\n'
+    replayer = Replayer(quotas)
+    heavy_us = 5_000_000
+    now = 1_700_000_000_000
+    acks_zero = replayer.decide("alice", "app", apis.PRODUCE, 9, 1000, 0, 0, heavy_us, now)
+    assert acks_zero.throttle_ms == 0
+    acks_one = replayer.decide("alice", "app", apis.PRODUCE, 9, 1000, 60, 0, heavy_us, now)
+    assert acks_one.throttle_ms > 0 and CAUSES[acks_one.cause] == "request"

@@ -79,7 +79,10 @@ class Replayer:
     ) -> Decision:
         produce_on, fetch_on, request_on, controller_on = self._on
         r = 0
-        if request_on and api_key not in apis.REQUEST_QUOTA_EXEMPT:
+        # An acks=0 produce has no response (response_bytes 0) and, as in Kafka, its time
+        # goes to the exempt sensor rather than the request quota.
+        acks_zero = api_key == apis.PRODUCE and response_bytes == 0
+        if request_on and not acks_zero and api_key not in apis.REQUEST_QUOTA_EXEMPT:
             r = self.request.record_and_get_throttle_ms(
                 user, client_id, nanos_to_percentage(thread_time_us * 1000), now_ms
             )
