@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from quotagate.gateway.config import ConfigError
+from quotagate.gateway.exchange import ConnectionInfo, Exchange
 from quotagate.gateway.quota_metrics import QuotaCollector
 from quotagate.gateway.quota_runtime import QuotaRuntime, user_of
 from quotagate.gateway.quota_settings import QuotaSettings
@@ -184,3 +185,40 @@ def test_metrics_named_after_kafka_and_expire_with_sensors() -> None:
     assert 'quotagate_produce_byte_rate{client_id="c"' not in later
     assert "quotagate_produce_queue_size 0.0" in later
     assert user_of("User:alice") == "alice" and user_of(None) == "ANONYMOUS"
+
+
+class _Events:
+    def __init__(self) -> None:
+        self.events: list[UsageEvent] = []
+
+    def submit(self, event: UsageEvent) -> None:
+        self.events.append(event)
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "address"),
+    [("127.0.0.1", 53116, "127.0.0.1:53116"), ("::1", 9, "[::1]:9")],
+)
+def test_usage_event_client_host_is_the_peer_address(host: str, port: int, address: str) -> None:
+    # pipeline replay treats (principal, client_id, client_host) as one connection, and broker
+    # request logs name the peer as ip:port: the IP alone would merge a machine's connections.
+    runtime = QuotaRuntime(QuotaSettings())
+    events = _Events()
+    runtime.usage = events  # type: ignore[assignment]
+    frame = codec.encode_request_frame(
+        build(
+            api_table.request_schema(api_keys.METADATA, 12),
+            topics=None,
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        ),
+        7,
+        "c",
+    )
+    info = ConnectionInfo(1, "PLAINTEXT", "PLAINTEXT", host, port, "User:ANONYMOUS")
+    exchange = Exchange(
+        info, parse_request_header(frame), frame, 1_700_000_000_000, time.monotonic_ns()
+    )
+    exchange.response_frame = b"\x00\x00\x00\x04\x00\x00\x00\x07"
+    runtime.finish(exchange, runtime.ticket(exchange))
+    assert [e.client_host for e in events.events] == [address]

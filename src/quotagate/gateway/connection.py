@@ -510,4 +510,4 @@ class ClientConnection(asyncio.Protocol):
         self.close(reason, logging.DEBUG)
 
     def _peer(self) -> str:
-        return f"{self.info.client_host}:{self.info.client_port}"
+        return self.info.client_address

@@ -28,6 +28,16 @@ class ConnectionInfo:
     principal: str | None
     """``User:ANONYMOUS`` on PLAINTEXT; None on a SASL listener until authenticated."""
 
+    @property
+    def client_address(self) -> str:
+        """``ip:port`` (``[ip]:port`` for IPv6): one client connection, as Kafka's logs name it.
+
+        The usage events' ``client_host``: a replay tells a client's connections apart by it,
+        so the IP alone would merge every connection from one machine.
+        """
+        host = self.client_host
+        return f"[{host}]:{self.client_port}" if ":" in host else f"{host}:{self.client_port}"
+
 
 class Outcome(Enum):
     FORWARD = "forward"

@@ -351,7 +351,7 @@ class QuotaRuntime:
                     listener=exchange.connection.listener,
                     principal=exchange.principal or "",
                     client_id=client_id,
-                    client_host=exchange.connection.client_host,
+                    client_host=exchange.connection.client_address,
                     api_key=api_key,
                     api_version=exchange.api_version,
                     request_bytes=ticket.request_bytes,

@@ -148,7 +148,7 @@ class ClientQuotasApiStage(Stage):
         elif any(code for _, code, _ in results):
             runtime.ticket(exchange).impose_error(next(code for _, code, _ in results if code))
         if changes and not request.validate_only:
-            source = f"AlterClientQuotas from {exchange.connection.client_host}"
+            source = f"AlterClientQuotas from {exchange.connection.client_address}"
             runtime.alter_client_quotas(changes, exchange.principal or "", source)
         return build(
             schema,
