@@ -36,30 +36,21 @@ def build_snapshot(runtime: QuotaRuntime, now_ms: int) -> dict[str, Any]:
     def add(name: str, labels: list[str], value: float) -> None:
         series.setdefault(name, []).append((labels, value))
 
-    for group, manager, rate_name in (
+    # The value a quota is checked against: a Rate for the first three, the KIP-599 token
+    # bucket for controller mutations. states() peeks, so exporting never changes a throttle.
+    for group, manager, value_name in (
         ("produce", runtime.produce, "byte_rate"),
         ("fetch", runtime.fetch, "byte_rate"),
         ("request", runtime.request, "request_time"),
+        ("controllermutation", runtime.controller, "tokens"),
     ):
         for state in manager.states(now_ms):
             labels = [state.key[0], state.key[1]]
-            add(f"{group}_{rate_name}", labels, state.value)
+            add(f"{group}_{value_name}", labels, state.value)
             add(f"{group}_quota", labels, state.limit)
             if not math.isnan(state.throttle_time_avg):
                 add(f"{group}_throttle_time", labels, state.throttle_time_avg)
         add(f"{group}_queue_size", [], float(manager.throttled_channels.queue_size))
-    controller = runtime.controller
-    for state in controller.states(now_ms):
-        labels = [state.key[0], state.key[1]]
-        add("controllermutation_tokens", labels, state.value)
-        add("controllermutation_quota", labels, state.limit)
-    for key, sensor in controller._quota_sensors.items():
-        add("controllermutation_mutation_rate", [key[0], key[1]], sensor.metrics[0].peek(now_ms))
-    for key, sensor in controller._throttle_sensors.items():
-        value = sensor.metrics[0].peek(now_ms)
-        if not math.isnan(value):
-            add("controllermutation_throttle_time", [key[0], key[1]], value)
-    add("controllermutation_queue_size", [], float(controller.throttled_channels.queue_size))
     add("request_exempt_request_time", [], runtime.request.exempt_rate(now_ms))
     quota = runtime.topic_quota
     add("topic_total_bytes_in_rate", [], quota.total_meter.peek_one_minute_rate(now_ms))
@@ -89,7 +80,6 @@ _HELP = {
     "quota": "Configured quota bound of this sharing key (KIP-786)",
     "queue_size": "Channels currently throttled (Kafka queue-size)",
     "tokens": "KIP-599 token bucket level (Kafka tokens)",
-    "mutation_rate": "Partition mutations per second (Kafka mutation-rate)",
 }
 
 _TOPIC_LABELS = {"topic_bytes_in_rate": ["topic"], "topic_bytes_in_threshold": ["topic"]}

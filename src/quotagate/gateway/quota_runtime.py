@@ -99,7 +99,7 @@ class QuotaRuntime:
         self.client_quotas: dict[EntityKey, dict[str, float]] = {}
         self.usage: UsageWriter | None = None
         self.last_now_ms = 0
-        """The latest ``now_ms`` any decision used; metrics are measured at this time."""
+        """The latest ``now_ms`` any decision used (it may run ahead of the wall clock)."""
         self.topic_refusals = 0
         self.topic_throttles = 0
         self.snapshot: dict[str, Any] = {}
@@ -400,7 +400,9 @@ class QuotaRuntime:
         store = self.store
         if store is not None and store.data_version() != self._store_version:
             self.reload_store()
-        self.snapshot = build_snapshot(self, max(self.last_now_ms, 1))
+        # Read at the wall clock, so an idle client's rates decay as Kafka's JMX values do
+        # (peeked: reading never changes a later decision), but never before a decision.
+        self.snapshot = build_snapshot(self, max(self.last_now_ms, wall_ms))
 
 
 def _wall_ms() -> int:
