@@ -27,7 +27,7 @@ app = typer.Typer(
 )
 
 _BOOTSTRAP = typer.Option(
-    ..., "--bootstrap-server", metavar="HOST:PORT", help="Broker or gateway to connect to."
+    ..., "--bootstrap-server", "-b", metavar="HOST:PORT", help="Broker or gateway to connect to."
 )
 _RETRY = typer.Option(
     False,
