@@ -19,7 +19,12 @@ import pandas as pd
 from quotagate.pipeline import apis
 from quotagate.pipeline.quotas import build_managers, parse_quotas
 from quotagate.pipeline.sharing import user_name
-from quotagate.quota import THROTTLING_QUOTA_EXCEEDED, nanos_to_percentage
+from quotagate.quota import (
+    REQUEST_CAUSE,
+    THROTTLING_QUOTA_EXCEEDED,
+    choose_throttle,
+    nanos_to_percentage,
+)
 
 # A total order on events: time first, then every column that describes the request, so
 # that any two runs (Spark groups, a plain loop) see equal-time events in the same order.
@@ -36,8 +41,9 @@ ORDER_COLUMNS: Final = [
     "gateway_time_us",
     "upstream_time_us",
 ]
-CAUSES: Final = ("", "produce", "fetch", "request", "controller_mutation")
+CAUSES: Final = ("", "produce", "fetch", REQUEST_CAUSE, "controller_mutation")
 _NONE, _PRODUCE, _FETCH, _REQUEST, _CONTROLLER = range(5)
+_CAUSE_INDEX: Final = {cause: index for index, cause in enumerate(CAUSES)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +119,8 @@ class Replayer:
                 quota.record(mutations, now_ms)
                 other = quota.throttle_time(now_ms)
             other_cause = _CONTROLLER
-        if other > r:
-            return Decision(other, other_cause, error)
-        return Decision(r, _REQUEST if r > 0 else _NONE, error)
+        throttle_ms, cause = choose_throttle(r, ((CAUSES[other_cause], other),))
+        return Decision(throttle_ms, _CAUSE_INDEX[cause], error)
 
 
 def replay_frame(events: pd.DataFrame, quota_text: str, closed_loop: bool) -> pd.DataFrame:

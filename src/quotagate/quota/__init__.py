@@ -28,6 +28,7 @@ from quotagate.quota.request_quota_manager import RequestQuotaManager, nanos_to_
 from quotagate.quota.sampled_stat import Avg, Max, Min, WindowedCount, WindowedSum
 from quotagate.quota.sensor import QuotaViolation, Sensor
 from quotagate.quota.throttle import bounded_throttle_time, throttle_time
+from quotagate.quota.throttle_choice import REQUEST_CAUSE, choose_throttle
 from quotagate.quota.throttled_channels import ThrottledChannels
 from quotagate.quota.token_bucket import TokenBucket
 from quotagate.quota.topic_bytes_in import Refusal, ThresholdError, TopicBytesInQuota
@@ -35,6 +36,7 @@ from quotagate.quota.topic_bytes_in import Refusal, ThresholdError, TopicBytesIn
 __all__ = [
     "DEFAULT",
     "QUOTA_KEYS",
+    "REQUEST_CAUSE",
     "STRICT_SINCE_VERSION",
     "THROTTLING_QUOTA_EXCEEDED",
     "THROTTLING_QUOTA_EXCEEDED_MESSAGE",
@@ -75,6 +77,7 @@ __all__ = [
     "WindowedCount",
     "WindowedSum",
     "bounded_throttle_time",
+    "choose_throttle",
     "dump_quota_file",
     "java_round",
     "load_quota_file",

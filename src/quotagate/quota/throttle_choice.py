@@ -1,0 +1,25 @@
+"""Which quota's throttle a response carries when several apply (KIP-219, spec §5.4 / §6.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+REQUEST_CAUSE: Final = "request"
+
+
+def choose_throttle(request_ms: int, others: Iterable[tuple[str, int]]) -> tuple[int, str]:
+    """The largest throttle and the quota it comes from ("" when nothing throttles).
+
+    ``others`` are the other quotas' (cause, throttle) in a fixed order; among equal values
+    the first listed wins, and the request quota wins every tie, as Kafka's handlers do
+    (``if (bandwidthThrottleTimeMs > requestThrottleTimeMs)`` picks the bandwidth quota
+    only when strictly larger). Since Kafka 2.0 throttles combine by max, not by sum.
+    """
+    best_ms, best_cause = 0, ""
+    for cause, ms in others:
+        if ms > best_ms:
+            best_ms, best_cause = ms, cause
+    if request_ms >= best_ms:
+        return (request_ms, REQUEST_CAUSE) if request_ms > 0 else (0, "")
+    return best_ms, best_cause

@@ -1,0 +1,25 @@
+"""KIP-219's choice among throttles: the largest wins, ties go to the request quota."""
+
+from __future__ import annotations
+
+import pytest
+
+from quotagate.quota import choose_throttle
+
+
+@pytest.mark.parametrize(
+    ("request_ms", "others", "expected"),
+    [
+        (0, [], (0, "")),
+        (0, [("produce", 0)], (0, "")),
+        (5, [("produce", 5)], (5, "request")),  # a tie goes to the request quota
+        (4, [("produce", 5)], (5, "produce")),
+        (6, [("fetch", 5)], (6, "request")),
+        (0, [("produce", 7), ("topic_bytes_in", 7)], (7, "produce")),  # first listed wins
+        (0, [("produce", 3), ("topic_bytes_in", 9)], (9, "topic_bytes_in")),
+    ],
+)
+def test_choose_throttle(
+    request_ms: int, others: list[tuple[str, int]], expected: tuple[int, str]
+) -> None:
+    assert choose_throttle(request_ms, others) == expected
