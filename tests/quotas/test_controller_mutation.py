@@ -4,6 +4,7 @@ the spec's throttle, permissive old versions, and APIs the upstream lacks."""
 from __future__ import annotations
 
 import datetime
+import struct
 import time
 import uuid
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 
-from quotagate.protocol import api_keys, api_table
+from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.quotas import Change
 
@@ -214,3 +215,32 @@ def test_delete_topics_counts_the_partitions_the_gateway_has_seen(
     assert [e["partition_mutations"] for e in events] == [25, 3]
     tokens = BURST - 25 + RATE * (events[1]["ts_ms"] - events[0]["ts_ms"]) / 1000
     assert _throttle(refused) == round(-tokens / RATE * 1000)
+
+
+def test_a_body_the_gateway_cannot_decode_is_never_forwarded_uncharged(
+    quota_tansu: Any, start_quota_gateway: Any, raw_client: Any
+) -> None:
+    """A modelled version whose body does not decode (here: a trailing byte) must not slip
+    past the mutation quota to the upstream: the gateway closes the connection instead."""
+    gateway = start_quota_gateway(quota_tansu.bootstrap)
+    gateway.runtime.alter_client_quotas(
+        [Change({"client-id": "sly"}, "controller_mutation_rate", 0.1)], "test", "test"
+    )
+    host, port = gateway.host_port
+    name = f"sly-{uuid.uuid4().hex[:6]}"
+    frame = codec.encode_request_frame(_create_request(7, [(name, 50)]), 1, "sly")
+    padded = struct.pack(">i", len(frame) - 4 + 1) + frame[4:] + b"\x00"
+    with raw_client(host, port, "sly") as sly:
+        sly.send_frame(padded)
+        with pytest.raises(ConnectionError):
+            sly.read_frame()
+    with raw_client(host, port, "observer") as observer:
+        metadata = observer.request(
+            api_keys.METADATA,
+            12,
+            topics=None,
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+    gateway.stop()
+    assert name not in {str(t.name) for t in metadata.topics}

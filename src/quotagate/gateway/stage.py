@@ -23,9 +23,11 @@ the exchange, so a stage that does not ask costs no decoding.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from quotagate.gateway.exchange import Exchange
+from quotagate.protocol import api_table
+from quotagate.protocol.codec import CodecError
 
 
 class Stage:
@@ -51,3 +53,22 @@ class Stage:
 
     def on_response(self, exchange: Exchange) -> None:
         """Called for each response of ``response_keys``, in reverse stage order."""
+
+
+def modelled_request(exchange: Exchange) -> Any | None:
+    """The decoded request, or None when the stage cannot act on it.
+
+    None for a version the gateway does not model (the stage lets it pass as it is). A
+    modelled version whose body does not decode (truncated, trailing bytes, a tagged field
+    kio refuses) closes the connection instead: forwarding it untouched would take it past
+    the stage's checks, so appending one byte to a request would skip a quota.
+    """
+    if exchange.header.body_offset < 0 or not api_table.is_modelled(
+        exchange.api_key, exchange.api_version
+    ):
+        return None
+    try:
+        return exchange.request_body()
+    except CodecError as exc:
+        exchange.close(f"malformed {api_table.api_name(exchange.api_key)} request: {exc}")
+        return None

@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 
 from quotagate.gateway.exchange import Exchange
 from quotagate.gateway.quota_runtime import QuotaRuntime
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.stage import Stage, modelled_request
 from quotagate.protocol import api_keys, api_table
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
@@ -70,10 +70,9 @@ class ControllerMutationStage(Stage):
             return
         runtime = self.runtime
         ticket = runtime.ticket(exchange)
-        try:
-            request = exchange.request_body()
-        except CodecError:
-            return  # a version the gateway does not model is forwarded untouched
+        request = modelled_request(exchange)
+        if request is None:
+            return  # not modelled: forwarded untouched; malformed: closed
         items = list(getattr(request, _items_field(api_key, exchange.api_version)))
         if not runtime.facts.supports(api_key):
             ticket.impose_error(ErrorCode.UNSUPPORTED_VERSION)
@@ -142,14 +141,18 @@ class ControllerMutationStage(Stage):
             return
         api_key = exchange.api_key
         facts = self.runtime.facts
+        state = exchange.state or {}
         try:
             response = exchange.response_body()
-        except CodecError:
+        except CodecError as exc:
+            if state.get(_REJECTED_KEY):
+                # The refused topics' answers cannot be merged in; the client would wait
+                # for them until its request timed out.
+                exchange.close(f"cannot merge {api_table.api_name(api_key)} response: {exc}")
             return
         if api_key == api_keys.METADATA:
             facts.learn_metadata(response)
             return
-        state = exchange.state or {}
         results = list(getattr(response, _APIS[api_key].results_field))
         self._learn(api_key, results, state.get(_COUNTS_KEY, {}))
         rejected = state.get(_REJECTED_KEY)
@@ -232,4 +235,3 @@ def _state(exchange: Exchange) -> dict[str, Any]:
 def _in_request_order(results: list[Any], order: list[Any]) -> list[Any]:
     rank: dict[Any, int] = {key: i for i, key in enumerate(order)}
     return sorted(results, key=lambda result: rank.get(_item_key(result), len(rank)))
-

@@ -29,9 +29,8 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 from quotagate.gateway.exchange import Exchange
 from quotagate.gateway.quota_runtime import QuotaRuntime
 from quotagate.gateway.quota_ticket import TICKET_KEY, QuotaTicket
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.stage import Stage, modelled_request
 from quotagate.protocol import api_keys, api_table
-from quotagate.protocol.codec import CodecError
 from quotagate.protocol.headers import HeaderError, response_body_offset
 from quotagate.protocol.kio_nested import build
 
@@ -65,10 +64,9 @@ class FetchQuotaStage(Stage):
         if not (runtime.fetch.quotas_enabled or runtime.request.quotas_enabled):
             return
         ticket = runtime.ticket(exchange)
-        try:
-            request = exchange.request_body()
-        except CodecError:
-            return  # not modelled: forwarded untouched, never emptied
+        request = modelled_request(exchange)
+        if request is None:
+            return  # not modelled: forwarded untouched, never emptied; malformed: closed
         replica_state = getattr(request, "replica_state", None)
         replica_id = (
             int(replica_state.replica_id) if replica_state is not None else request.replica_id

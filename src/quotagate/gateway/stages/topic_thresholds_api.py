@@ -20,9 +20,8 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 
 from quotagate.gateway.exchange import Exchange
 from quotagate.gateway.quota_runtime import QuotaRuntime
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.stage import Stage, modelled_request
 from quotagate.protocol import api_table
-from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.quota.topic_bytes_in import TOPIC_THRESHOLD_KEY, TOTAL_THRESHOLD_KEY, ThresholdError
@@ -44,10 +43,9 @@ class TopicThresholdsApiStage(Stage):
         self.runtime = runtime
 
     def on_request(self, exchange: Exchange) -> None:
-        try:
-            request = exchange.request_body()
-        except CodecError:
-            return
+        request = modelled_request(exchange)
+        if request is None:
+            return  # not modelled: forwarded untouched; malformed: closed
         forwarded: list[Any] = []
         local: list[tuple[Any, int, str | None]] = []
         for resource in request.resources:
