@@ -21,6 +21,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.static.primitive import f64
 
 from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.config import HostPort
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.exchange import Exchange
 from quotagate.gateway.stage import Stage
@@ -151,3 +152,29 @@ def test_throttle_time_is_written_and_the_channel_muted(
         assert get_throttle_time_ms(second, 3, 12) == THROTTLE_MS
     with _connect(gateway) as sock:
         assert get_throttle_time_ms(_exchange(sock, request, 1, "fast"), 3, 12) == 0
+
+
+class _Lifecycle(Stage):
+    name: ClassVar[str] = "test-lifecycle"
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    async def start(self) -> None:
+        self.events.append("start")
+
+    async def close(self) -> None:
+        self.events.append("close")
+
+
+def test_a_failed_start_closes_the_stages_it_started(
+    start_gateway: Callable[..., BackgroundGateway], tansu: TansuBroker
+) -> None:
+    stage = _Lifecycle()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        listen = HostPort("127.0.0.1", taken.getsockname()[1])
+        with pytest.raises(OSError):
+            start_gateway(tansu.bootstrap, stages=[stage], listener={"listen": listen})
+    assert stage.events == ["start", "close"]

@@ -85,11 +85,21 @@ class Gateway:
         self.metrics_address: HostPort | None = None
 
     async def start(self) -> None:
-        for stage in self.chain.stages:
-            await stage.start()
-        for listener in self.listeners.values():
-            await listener.start()
-        self._start_metrics()
+        started: list[Stage] = []
+        try:
+            for stage in self.chain.stages:
+                await stage.start()
+                started.append(stage)
+            for listener in self.listeners.values():
+                await listener.start()
+            self._start_metrics()
+        except BaseException:
+            # A port in use must not leave the stages' threads, timers and store open.
+            for listener in self.listeners.values():
+                listener.close()
+            for stage in reversed(started):
+                await stage.close()
+            raise
         sinks = [listener.map_broker for listener in self.listeners.values()]
         loop = asyncio.get_running_loop()
         self._tasks.append(
