@@ -176,7 +176,7 @@ class ClientConnection(asyncio.Protocol):
                 upstream=address,
                 attempt=attempt,
                 retry_in_ms=round(delay_s * 1000),
-                error=exc or type(exc).__name__,
+                error=str(exc) or type(exc).__name__,
             )
         )
 
