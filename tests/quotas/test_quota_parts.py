@@ -18,12 +18,12 @@ from quotagate.gateway.exchange import ConnectionInfo, Exchange
 from quotagate.gateway.quota_metrics import QuotaCollector
 from quotagate.gateway.quota_runtime import QuotaRuntime, user_of
 from quotagate.gateway.quota_settings import QuotaSettings
-from quotagate.gateway.quota_ticket import combine
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.headers import parse_request_header
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.protocol.produce_topics import produce_topic_bytes
 from quotagate.protocol.request_time import charges_upstream_time, is_exempt
+from quotagate.quota import choose_throttle
 from quotagate.quota.controller_mutation import ThrottlingQuotaExceeded
 from quotagate.store.quotas import Change, QuotaStore
 from quotagate.usage.schema import USAGE_SCHEMA, UsageEvent
@@ -67,10 +67,10 @@ def test_produce_topic_ids_from_v13() -> None:
 
 
 def test_kip_219_max_ties_go_to_request() -> None:
-    assert combine(0, [("produce", 0)]) == (0, "")
-    assert combine(5, [("produce", 5)]) == (5, "request")
-    assert combine(4, [("produce", 5), ("topic_bytes_in", 5)]) == (5, "produce")
-    assert combine(4, [("produce", 3), ("topic_bytes_in", 6)]) == (6, "topic_bytes_in")
+    assert choose_throttle(0, [("produce", 0)]) == (0, "")
+    assert choose_throttle(5, [("produce", 5)]) == (5, "request")
+    assert choose_throttle(4, [("produce", 5), ("topic_bytes_in", 5)]) == (5, "produce")
+    assert choose_throttle(4, [("produce", 3), ("topic_bytes_in", 6)]) == (6, "topic_bytes_in")
 
 
 def test_request_time_table() -> None:

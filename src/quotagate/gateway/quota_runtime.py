@@ -29,7 +29,6 @@ from quotagate.gateway.quota_ticket import (
     TICKET_KEY,
     TOPIC_BYTES_IN,
     QuotaTicket,
-    combine,
 )
 from quotagate.gateway.upstream_facts import UpstreamFacts, refresh_forever
 from quotagate.protocol import api_keys, api_table, request_time
@@ -38,6 +37,7 @@ from quotagate.quota import (
     ControllerMutationQuotaManager,
     RequestQuotaManager,
     TopicBytesInQuota,
+    choose_throttle,
 )
 from quotagate.quota.quota_config import manager_entity
 from quotagate.store.quotas import Change, EntityKey, QuotaStore, entity_key
@@ -326,7 +326,7 @@ class QuotaRuntime:
             candidates = [(FETCH, ticket.fetch_ms)]
         elif ticket.mutation_quota is not None:
             candidates = [(CONTROLLER_MUTATION, ticket.mutation_quota.throttle_time(now_ms))]
-        throttle_ms, cause = combine(r, candidates)
+        throttle_ms, cause = choose_throttle(r, candidates)
         response_bytes = len(exchange.response_frame) - 4 if has_response else 0  # type: ignore[arg-type]
         if api_key == api_keys.FETCH and ticket.fetch_bytes >= 0:
             response_bytes = ticket.fetch_bytes

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from quotagate.quota import ControllerMutationQuota
+from quotagate.quota import REQUEST_CAUSE, ControllerMutationQuota
 
 PRODUCE: Final = "produce"
 FETCH: Final = "fetch"
-REQUEST: Final = "request"
+REQUEST: Final = REQUEST_CAUSE
 CONTROLLER_MUTATION: Final = "controller_mutation"
 TOPIC_BYTES_IN: Final = "topic_bytes_in"
 
@@ -51,17 +51,3 @@ class QuotaTicket:
         if not self.error_code:
             self.error_code = code
 
-
-def combine(request_ms: int, candidates: list[tuple[str, int]]) -> tuple[int, str]:
-    """KIP-219: the response carries the largest throttle; ties go to the request quota.
-
-    ``candidates`` are the other quotas' (cause, throttle) in a fixed order; among equal
-    values the first listed wins. Returns (throttle_ms, cause) with cause "" when 0.
-    """
-    best_ms, best_cause = 0, ""
-    for cause, ms in candidates:
-        if ms > best_ms:
-            best_ms, best_cause = ms, cause
-    if request_ms >= best_ms:
-        return (request_ms, REQUEST) if request_ms > 0 else (0, "")
-    return best_ms, best_cause
