@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client import generate_latest
 
 from quotagate.gateway.background import BackgroundGateway
 
@@ -135,3 +136,10 @@ def test_random_garbage(
         wait_for(lambda n=acked_before: steady.acked > n, 30, "the other producer to keep going")
     assert "event=protocol_error" in caplog.text
     assert not steady.errors
+
+
+def test_unknown_api_keys_add_no_metric_labels(gateway: BackgroundGateway) -> None:
+    for key in (4242, 4243):
+        _send_and_expect_close(gateway, _request(key, 3, b"abc"))
+    text = generate_latest(gateway.gateway.metrics.registry).decode()
+    assert "unknown_4242" not in text and "unknown_4243" not in text

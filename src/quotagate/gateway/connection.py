@@ -287,11 +287,15 @@ class ClientConnection(asyncio.Protocol):
             self._apply_auth(exchange, authenticator.handle_token(frame[4:]))
             return
         header = parse_request_header(frame)
+        key = header.api_key
+        chain = self._services.chain
+        if not chain.is_routable(key):
+            # Before any metric: each unknown key would add label sets nobody could remove.
+            raise HeaderError(f"unknown api key {key}")
         exchange = self._admit(header, frame)
-        api = self._services.metrics.api(header.api_key)
+        api = self._services.metrics.api(key)
         api.requests.inc()
         api.request_bytes.inc(len(frame))
-        key = header.api_key
         if (
             authenticator is not None
             and key != api_keys.API_VERSIONS
@@ -300,9 +304,6 @@ class ClientConnection(asyncio.Protocol):
             result = authenticator.handle(key, header.api_version, header.correlation_id, frame[4:])
             self._apply_auth(exchange, result)
             return
-        chain = self._services.chain
-        if not chain.is_routable(key):
-            raise HeaderError(f"unknown api key {key}")
         for stage in chain.request_stages(key):
             exchange.stages_seen += 1
             stage.on_request(exchange)
