@@ -129,3 +129,15 @@ def test_default_burst_is_eleven_times_the_rate() -> None:
     manager.update_quota(None, DEFAULT, 5)
     assert manager.record_and_get_throttle_ms("u", "c", 0, T0) == 0
     assert manager.tokens("u", "c", T0) == 55
+
+
+def test_mutation_rates_are_read_without_refilling_the_bucket() -> None:
+    manager = _manager()
+    assert manager.record_and_get_throttle_ms("ANONYMOUS", "test-client", 60, T0) == 0
+    rates = dict(manager.mutation_rates(T0 + 1000))
+    # The mutation-rate uses the broker's default window (2 x 30 s): 60 over one padded
+    # window of 30 s plus the second elapsed.
+    assert rates == {("ANONYMOUS", "test-client"): pytest.approx(60 / 31)}
+    metric = manager.quota_metric("ANONYMOUS", "test-client")
+    assert metric is not None
+    assert metric.stat.last_update_ms == T0  # type: ignore[attr-defined]

@@ -19,7 +19,7 @@ from quotagate.gateway.quota_metrics import QuotaCollector
 from quotagate.gateway.quota_runtime import QuotaRuntime, user_of
 from quotagate.gateway.quota_settings import QuotaSettings
 from quotagate.protocol import api_keys, api_table, codec
-from quotagate.protocol.headers import parse_request_header
+from quotagate.protocol.headers import HeaderError, parse_request_header
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.protocol.produce_topics import produce_topic_bytes
 from quotagate.protocol.request_time import charges_upstream_time, is_exempt
@@ -276,3 +276,11 @@ def test_usage_event_client_host_is_the_peer_address(host: str, port: int, addre
     exchange.response_frame = b"\x00\x00\x00\x04\x00\x00\x00\x07"
     runtime.finish(exchange, runtime.ticket(exchange))
     assert [e.client_host for e in events.events] == [address]
+
+
+def test_a_topic_name_that_is_not_utf8_is_a_protocol_error() -> None:
+    frame = _produce_frame(9, [("alpha", [10])])
+    # Flexible versions length-prefix the name with uvarint(len + 1): swap its bytes.
+    broken = frame.replace(b"alpha", b"\xff\xfelph")
+    with pytest.raises(HeaderError, match="not UTF-8"):
+        produce_topic_bytes(broken, parse_request_header(broken))

@@ -51,6 +51,8 @@ def build_snapshot(runtime: QuotaRuntime, now_ms: int) -> dict[str, Any]:
             if not math.isnan(state.throttle_time_avg):
                 add(f"{group}_throttle_time", labels, state.throttle_time_avg)
         add(f"{group}_queue_size", [], float(manager.throttled_channels.queue_size))
+    for key, rate in runtime.controller.mutation_rates(now_ms):
+        add("controllermutation_mutation_rate", [key[0], key[1]], rate)
     add("request_exempt_request_time", [], runtime.request.exempt_rate(now_ms))
     quota = runtime.topic_quota
     add("topic_total_bytes_in_rate", [], quota.total_meter.peek_one_minute_rate(now_ms))

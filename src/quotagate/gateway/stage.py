@@ -55,6 +55,28 @@ class Stage:
         """Called for each response of ``response_keys``, in reverse stage order."""
 
 
+def refuse_unmodelled(exchange: Exchange, metered: bool) -> bool:
+    """Close the connection if ``metered`` and the request's version is not modelled.
+
+    A quota that has to read the request (its topics, its partitions, its fetch session)
+    cannot meter a version the gateway does not model, and forwarding it untouched would let
+    a client skip the quota by picking an old version the gateway never advertised. A broker
+    closes the connection on a version it does not support; so does the gateway, but only
+    while such a quota is configured. Returns True when the connection was closed.
+    """
+    if not metered:
+        return False
+    if exchange.header.body_offset >= 0 and api_table.is_modelled(
+        exchange.api_key, exchange.api_version
+    ):
+        return False
+    exchange.close(
+        f"unsupported {api_table.api_name(exchange.api_key)} version {exchange.api_version}: "
+        "a quota applies and this version cannot be metered"
+    )
+    return True
+
+
 def modelled_request(exchange: Exchange) -> Any | None:
     """The decoded request, or None when the stage cannot act on it.
 

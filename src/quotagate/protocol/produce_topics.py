@@ -89,7 +89,12 @@ class _Reader:
 
     def string(self) -> str:
         length = self._string_length()
-        return self.take(length).decode() if length > 0 else ""
+        if length <= 0:
+            return ""
+        try:
+            return self.take(length).decode()
+        except UnicodeDecodeError:
+            raise HeaderError("produce request has a topic name that is not UTF-8") from None
 
     def skip_string(self) -> None:
         length = self._string_length()

@@ -7,6 +7,7 @@ throttle a response carries decays with the time since it was computed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Final
 
 from quotagate.quota.client_quota_manager import ClientQuotaManager
@@ -133,6 +134,11 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         except QuotaViolation as violation:
             return to_int32(mutation_throttle_time(violation))
         return 0
+
+    def mutation_rates(self, now_ms: int) -> Iterator[tuple[SharingKey, float]]:
+        """Kafka's ``mutation-rate`` of every live sharing key, read without side effects."""
+        for key, sensor in self._quota_sensors.items():
+            yield key, sensor.metric("mutation-rate").peek(now_ms)
 
     def tokens(self, user: str, client_id: str, now_ms: int) -> float:
         metric = self.quota_metric(user, client_id)

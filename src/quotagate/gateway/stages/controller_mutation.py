@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 
 from quotagate.gateway.exchange import Exchange
 from quotagate.gateway.quota_runtime import QuotaRuntime
-from quotagate.gateway.stage import Stage, modelled_request
+from quotagate.gateway.stage import Stage, modelled_request, refuse_unmodelled
 from quotagate.protocol import api_keys, api_table
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
@@ -70,6 +70,8 @@ class ControllerMutationStage(Stage):
             return
         runtime = self.runtime
         ticket = runtime.ticket(exchange)
+        if refuse_unmodelled(exchange, runtime.controller.quotas_enabled):
+            return
         request = modelled_request(exchange)
         if request is None:
             return  # not modelled: forwarded untouched; malformed: closed

@@ -29,7 +29,7 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 from quotagate.gateway.exchange import Exchange
 from quotagate.gateway.quota_runtime import QuotaRuntime
 from quotagate.gateway.quota_ticket import TICKET_KEY, QuotaTicket
-from quotagate.gateway.stage import Stage, modelled_request
+from quotagate.gateway.stage import Stage, modelled_request, refuse_unmodelled
 from quotagate.protocol import api_keys, api_table
 from quotagate.protocol.headers import HeaderError, response_body_offset
 from quotagate.protocol.kio_nested import build
@@ -64,6 +64,8 @@ class FetchQuotaStage(Stage):
         if not (runtime.fetch.quotas_enabled or runtime.request.quotas_enabled):
             return
         ticket = runtime.ticket(exchange)
+        if refuse_unmodelled(exchange, runtime.fetch.quotas_enabled):
+            return
         request = modelled_request(exchange)
         if request is None:
             return  # not modelled: forwarded untouched, never emptied; malformed: closed

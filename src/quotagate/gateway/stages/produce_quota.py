@@ -24,7 +24,7 @@ from quotagate.gateway.exchange import Exchange
 from quotagate.gateway.logs import kv
 from quotagate.gateway.quota_runtime import QuotaRuntime
 from quotagate.gateway.quota_ticket import QuotaTicket
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.stage import Stage, refuse_unmodelled
 from quotagate.protocol import api_keys, api_table
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
@@ -58,8 +58,9 @@ class ProduceQuotaStage(Stage):
         runtime = self.runtime
         ticket = runtime.ticket(exchange)
         header = exchange.header
-        if header.body_offset < 0:
-            return  # a version the gateway does not model: forwarded untouched, unmetered
+        metered = runtime.produce.quotas_enabled or runtime.topic_quota.total_threshold is not None
+        if refuse_unmodelled(exchange, metered) or header.body_offset < 0:
+            return  # closed, or a version no configured quota needs to read: forwarded
         frame = exchange.request_frame
         ticket.acks = produce_acks(frame, header)
         ticket.topics = produce_topic_bytes(frame, header)
