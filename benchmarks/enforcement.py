@@ -30,8 +30,14 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from passthrough import MESSAGE_BYTES, PARTITIONS, _consume_throughput, _produce_throughput
-from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from passthrough import (
+    MESSAGE_BYTES,
+    PARTITIONS,
+    _consume_throughput,
+    _produce_throughput,
+    start_gateway,
+)
+from quotagate.gateway.embedded import TansuBroker
 from quotagate.store.quotas import Change, QuotaStore
 
 TANSU_NODE_ID = 111
@@ -91,45 +97,14 @@ def _configure(store_path: Path) -> None:
 
 def _start(upstream: str, workdir: Path, store: Path | None) -> tuple[str, subprocess.Popen[bytes]]:
     workdir.mkdir()
-    port = free_port()
-    config = workdir / "bench.toml"
     store_path = store or workdir / "empty.db"
-    config.write_text(
-        f"""
-[upstream]
-bootstrap.servers = "{upstream}"
-[[listeners]]
-name = "PLAINTEXT"
-listen = "{LOOPBACK}:{port}"
-broker.port.start = {free_port()}
-broker.node.id.start = {TANSU_NODE_ID}
-broker.port.count = 1
+    extra = f"""
 [store]
 path = "{store_path}"
 [quotas]
 "quota.window.num" = {WINDOWS}
-[log]
-level = "WARNING"
-""",
-        encoding="utf-8",
-    )
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "quotagate"), "serve", "--config", str(config)],
-        stdout=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    bootstrap = f"{LOOPBACK}:{port}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if admin.list_topics(timeout=2).brokers:
-                return bootstrap, process
-        except Exception:
-            if time.monotonic() > deadline:
-                process.kill()
-                raise
-        time.sleep(0.1)
+"""
+    return start_gateway(upstream, workdir, extra)
 
 
 def _topic(bootstrap: str, partitions: int = PARTITIONS) -> str:

@@ -52,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with TansuBroker() as broker, tempfile.TemporaryDirectory() as workdir:
-        gateway_bootstrap, gateway = _start_gateway(broker.bootstrap, Path(workdir))
+        gateway_bootstrap, gateway = start_gateway(broker.bootstrap, Path(workdir))
         try:
             results = {"direct": Figures(), "gateway": Figures()}
             sides = (("direct", broker.bootstrap), ("gateway", gateway_bootstrap))
@@ -66,7 +66,11 @@ def main() -> None:
             gateway.wait(30)
 
 
-def _start_gateway(upstream: str, workdir: Path) -> tuple[str, subprocess.Popen[bytes]]:
+def start_gateway(
+    upstream: str, workdir: Path, extra_config: str = ""
+) -> tuple[str, subprocess.Popen[bytes]]:
+    """A ``quotagate serve`` process in front of ``upstream``; returns its bootstrap address
+    once it answers metadata. ``extra_config`` is appended TOML (e.g. [quotas], [store])."""
     port = free_port()
     config = workdir / "bench.toml"
     config.write_text(
@@ -81,6 +85,7 @@ broker.node.id.start = {TANSU_NODE_ID}
 broker.port.count = 1
 [log]
 level = "WARNING"
+{extra_config}
 """,
         encoding="utf-8",
     )
