@@ -109,7 +109,14 @@ def test_serve_with_an_embedded_broker(tmp_path: Path, wait_for: Any) -> None:
         brokers = wait_for(lambda: admin.list_topics(timeout=10).brokers, 30, "metadata")
         assert tansu_port not in {b.port for b in brokers.values()}
         process.send_signal(signal.SIGTERM)
-        rest, _ = process.communicate(timeout=60)
+        try:
+            rest, _ = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGUSR1)  # the gateway dumps its threads' stacks
+            time.sleep(1)  # give the dump a moment to reach the pipe before the kill
+            process.kill()
+            dump, _ = process.communicate()
+            raise AssertionError(f"serve did not stop on SIGTERM:\n{dump}") from None
         assert process.returncode == 0
         assert "Embedded tansu broker stopped." in rest
     finally:

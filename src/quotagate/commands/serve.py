@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import faulthandler
 import signal
 from pathlib import Path
 from typing import Annotated
@@ -92,6 +93,14 @@ def _settings(config: Path | None, listen: str | None, upstream: str | None) -> 
 
 
 async def _serve(settings: GatewayConfig, factory: AuthenticatorFactory | None) -> None:
+    # Installed before anything starts, so that a stop request during start-up still gets
+    # the draining shutdown; SIGUSR1 dumps every thread's stack (a gateway that seems stuck
+    # can say where).
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     metrics = GatewayMetrics()
     runtime, stages = quota_stages_for(settings)
     metrics.registry.register(QuotaCollector(runtime))
@@ -107,10 +116,6 @@ async def _serve(settings: GatewayConfig, factory: AuthenticatorFactory | None) 
     typer.echo(f"Upstream cluster: {upstream}. Stop with Ctrl-C.")
     if gateway.metrics_address is not None:
         typer.echo(f"Prometheus metrics: http://{gateway.metrics_address}/metrics")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     typer.echo("Shutting down: draining in-flight requests...")
     await gateway.shutdown()

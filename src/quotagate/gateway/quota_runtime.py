@@ -153,6 +153,8 @@ class QuotaRuntime:
             self._timer = None
         for task in self._tasks:
             task.cancel()
+        # Wait for the cancellations to land, or the loop closes on still-pending tasks.
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         if self.usage is not None:
             usage, self.usage = self.usage, None
