@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kip546_vectors import ENTITIES, FILTER_MATCHES
 from quotagate.quota import (
     DEFAULT,
     ClientQuotaFilter,
@@ -14,43 +15,10 @@ from quotagate.quota import (
 )
 from quotagate.quota.quota_config import manager_entity
 
-ENTITIES: list[dict[str, str | None]] = [
-    {"user": "user-1", "client-id": "client-id-1"},
-    {"user": "user-2", "client-id": "client-id-1"},
-    {"user": "user-3", "client-id": "client-id-2"},
-    {"user": None, "client-id": "client-id-1"},
-    {"user": "user-1", "client-id": None},
-    {"user": "user-3", "client-id": None},
-    {"user": "user-1"},
-    {"user": "user-2"},
-    {"user": "user-3"},
-    {"user": None},
-    {"client-id": "client-id-2"},
-    {"ip": "1.2.3.4"},
-    {"ip": "2.3.4.5"},
-]
-
 F = FilterComponent
 
 
-@pytest.mark.parametrize(
-    ("quota_filter", "matches"),
-    [
-        (ClientQuotaFilter.contains([F.of_entity("user", "user-1")]), 3),
-        (ClientQuotaFilter.contains([F.of_entity("user", "unknown")]), 0),
-        (ClientQuotaFilter.contains([F.of_entity("client-id", "client-id-2")]), 2),
-        (ClientQuotaFilter.contains([F.of_default_entity("user")]), 2),
-        (ClientQuotaFilter.contains_only([F.of_entity("user", "user-2")]), 1),
-        (ClientQuotaFilter.contains_only([F.of_entity("client-id", "client-id-1")]), 0),
-        (ClientQuotaFilter.contains_only([F.of_entity_type("user")]), 4),
-        (ClientQuotaFilter.contains([F.of_entity_type("user")]), 10),
-        (ClientQuotaFilter.contains_only([F.of_entity_type("client-id")]), 1),
-        (ClientQuotaFilter.contains([F.of_entity_type("client-id")]), 7),
-        (ClientQuotaFilter.contains([F.of_entity_type("ip")]), 2),
-        (ClientQuotaFilter.contains([]), 13),
-        (ClientQuotaFilter.contains_only([]), 0),
-    ],
-)
+@pytest.mark.parametrize(("quota_filter", "matches"), FILTER_MATCHES)
 def test_describe_matching(quota_filter: ClientQuotaFilter, matches: int) -> None:
     assert len(quota_filter.select(ENTITIES)) == matches
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
+from kip546_vectors import ENTITIES, FILTER_MATCHES
 from quotagate.client.quotas import ClientQuotaAlteration, ClientQuotaEntity
 from quotagate.client.sync import SyncAdminClient
 from quotagate.protocol.errors import ErrorCode
@@ -77,39 +78,6 @@ def test_alter_needs_super_user_acts_at_once_and_survives_restart(
     ]
 
 
-# Spec §9.9: 11 user/client-id entities and 2 ip entities, and what each filter matches.
-_ENTITIES: list[dict[str, str | None]] = [
-    {"user": "user-1", "client-id": "client-id-1"},
-    {"user": "user-2", "client-id": "client-id-1"},
-    {"user": "user-3", "client-id": "client-id-2"},
-    {"user": None, "client-id": "client-id-1"},
-    {"user": "user-1", "client-id": None},
-    {"user": "user-3", "client-id": None},
-    {"user": "user-1"},
-    {"user": "user-2"},
-    {"user": "user-3"},
-    {"user": None},
-    {"client-id": "client-id-2"},
-    {"ip": "1.2.3.4"},
-    {"ip": "2.3.4.5"},
-]
-_FILTERS = [
-    (ClientQuotaFilter.contains([FilterComponent.of_entity("user", "user-1")]), 3),
-    (ClientQuotaFilter.contains([FilterComponent.of_entity("user", "unknown")]), 0),
-    (ClientQuotaFilter.contains([FilterComponent.of_entity("client-id", "client-id-2")]), 2),
-    (ClientQuotaFilter.contains([FilterComponent.of_default_entity("user")]), 2),
-    (ClientQuotaFilter.contains_only([FilterComponent.of_entity("user", "user-2")]), 1),
-    (ClientQuotaFilter.contains_only([FilterComponent.of_entity("client-id", "client-id-1")]), 0),
-    (ClientQuotaFilter.contains_only([FilterComponent.of_entity_type("user")]), 4),
-    (ClientQuotaFilter.contains([FilterComponent.of_entity_type("user")]), 10),
-    (ClientQuotaFilter.contains_only([FilterComponent.of_entity_type("client-id")]), 1),
-    (ClientQuotaFilter.contains([FilterComponent.of_entity_type("client-id")]), 7),
-    (ClientQuotaFilter.contains([FilterComponent.of_entity_type("ip")]), 2),
-    (ClientQuotaFilter.contains([]), 13),
-    (ClientQuotaFilter.contains_only([]), 0),
-]
-
-
 def test_describe_matches_kip_546_vectors_and_alter_validates(
     quota_tansu: Any, start_quota_gateway: Any
 ) -> None:
@@ -122,10 +90,10 @@ def test_describe_matches_kip_546_vectors_and_alter_validates(
                 if "ip" in entity
                 else {"request_percentage": 50.0},
             )
-            for entity in _ENTITIES
+            for entity in ENTITIES
         ]
         admin.alter_client_quotas(alterations).raise_on_error()
-        for quota_filter, expected in _FILTERS:
+        for quota_filter, expected in FILTER_MATCHES:
             assert len(admin.describe_client_quotas(quota_filter)) == expected, quota_filter
         with pytest.raises(Exception, match="Invalid entity filter component combination"):
             admin.describe_client_quotas(
