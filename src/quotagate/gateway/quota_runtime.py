@@ -53,11 +53,6 @@ ANONYMOUS_NAME: Final = "ANONYMOUS"
 MAX_STAMP_SKEW_MS: Final = 1000
 """How far ahead of its read time a request's quota time may be nudged (see ``_stamp``)."""
 
-# Which manager a client-quota key configures.
-_PRODUCE_KEY: Final = "producer_byte_rate"
-_FETCH_KEY: Final = "consumer_byte_rate"
-_REQUEST_KEY: Final = "request_percentage"
-_MUTATION_KEY: Final = "controller_mutation_rate"
 
 
 def user_of(principal: str | None) -> str:
@@ -87,11 +82,10 @@ class QuotaRuntime:
         self.controller = ControllerMutationQuotaManager(
             settings.controller_window_num, settings.controller_window_size_s
         )
+        # Which manager a client-quota key (producer_byte_rate, ...) configures.
         self._managers: dict[str, ClientQuotaManager] = {
-            _PRODUCE_KEY: self.produce,
-            _FETCH_KEY: self.fetch,
-            _REQUEST_KEY: self.request,
-            _MUTATION_KEY: self.controller,
+            manager.quota_type.config_key: manager
+            for manager in (self.produce, self.fetch, self.request, self.controller)
         }
         self.topic_quota = TopicBytesInQuota(settings.total_bytes_in_threshold, _wall_ms())
         self.topic_throttle_mode = settings.topic_bytes_in_mode == THROTTLE

@@ -17,17 +17,13 @@ from quotagate.quota import (
     ControllerMutationQuotaManager,
     EntityName,
     QuotaFile,
+    QuotaType,
     load_quota_file,
 )
 
 # Quota types the pipeline models, in the order throttle ties are broken after "request".
 QUOTA_TYPES: Final = ("produce", "fetch", "request", "controller_mutation")
-CONFIG_KEYS: Final = {
-    "produce": "producer_byte_rate",
-    "fetch": "consumer_byte_rate",
-    "request": "request_percentage",
-    "controller_mutation": "controller_mutation_rate",
-}
+CONFIG_KEYS: Final = {name: QuotaType.parse(name).config_key for name in QUOTA_TYPES}
 WINDOW_NUM: Final = "quota.window.num"
 WINDOW_SIZE: Final = "quota.window.size.seconds"
 CONTROLLER_WINDOW_NUM: Final = "controller.quota.window.num"
