@@ -191,13 +191,17 @@ def test_delete_topics_counts_the_partitions_the_gateway_has_seen(
     quota_tansu: Any, start_quota_gateway: Any, raw_client: Any, tmp_path: Path
 ) -> None:
     usage_dir = tmp_path / "usage"
+    # The same 20-partition burst refilled 20 times slower than RATE, so that however
+    # loaded the machine, the second delete still finds the bucket negative (50 s to refill
+    # the 5 tokens the first one overdraws).
+    slow_rate, windows = RATE / 20, WINDOWS * 20
     gateway = start_quota_gateway(
         quota_tansu.bootstrap,
-        quotas={"controller.quota.window.num": WINDOWS},
+        quotas={"controller.quota.window.num": windows},
         usage={"path": str(usage_dir)},
     )
     gateway.runtime.alter_client_quotas(
-        [Change({"client-id": "deleter"}, "controller_mutation_rate", RATE)], "test", "test"
+        [Change({"client-id": "deleter"}, "controller_mutation_rate", slow_rate)], "test", "test"
     )
     host, port = gateway.host_port
     topics = _names("doomed", 10, 10, 5, 3)
@@ -213,8 +217,8 @@ def test_delete_topics_counts_the_partitions_the_gateway_has_seen(
     assert [(r.name, int(r.error_code)) for r in refused.responses] == [(topics[3][0], 89)]
     events = [e for e in _usage(usage_dir) if e["api_key"] == api_keys.DELETE_TOPICS]
     assert [e["partition_mutations"] for e in events] == [25, 3]
-    tokens = BURST - 25 + RATE * (events[1]["ts_ms"] - events[0]["ts_ms"]) / 1000
-    assert _throttle(refused) == round(-tokens / RATE * 1000)
+    tokens = BURST - 25 + slow_rate * (events[1]["ts_ms"] - events[0]["ts_ms"]) / 1000
+    assert _throttle(refused) == round(-tokens / slow_rate * 1000)
 
 
 def test_a_body_the_gateway_cannot_decode_is_never_forwarded_uncharged(

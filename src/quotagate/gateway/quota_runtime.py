@@ -147,8 +147,10 @@ class QuotaRuntime:
             self._timer = None
         for task in self._tasks:
             task.cancel()
-        # Wait for the cancellations to land, or the loop closes on still-pending tasks.
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Give the cancellations a moment to land (a loop closing on pending tasks warns),
+        # but never hold the shutdown on one: a refresh stuck in a connect may not answer.
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=1.0)
         self._tasks.clear()
         if self.usage is not None:
             usage, self.usage = self.usage, None

@@ -36,7 +36,9 @@ class UpstreamFacts:
         self.api_keys: frozenset[int] | None = None
         """None until learned: then everything is assumed supported."""
         self.partitions: dict[str, int] = {}
+        """Partition count per topic, as far as the gateway knows (read-only for callers)."""
         self._num_partitions_asked = False
+        self._learned_during_refresh: dict[str, int | None] | None = None
 
     @property
     def default_partitions(self) -> int:
@@ -52,7 +54,20 @@ class UpstreamFacts:
     def learn_metadata(self, response: Any) -> None:
         for topic in response.topics:
             if int(topic.error_code) == 0 and topic.name:
-                self.partitions[str(topic.name)] = len(topic.partitions)
+                self.set_partitions(str(topic.name), len(topic.partitions))
+
+    def set_partitions(self, topic: str, count: int | None) -> None:
+        """What a response just taught: ``count`` partitions, or (None) the topic is gone.
+
+        Also remembered while a refresh is in flight, so that the refresh's older snapshot
+        cannot undo a topic created or deleted after it was taken.
+        """
+        if count is None:
+            self.partitions.pop(topic, None)
+        else:
+            self.partitions[topic] = count
+        if self._learned_during_refresh is not None:
+            self._learned_during_refresh[topic] = count
 
     async def refresh(self, bootstrap: Sequence[HostPort]) -> None:
         """One round against the first reachable bootstrap server; raises if none is."""
@@ -67,6 +82,13 @@ class UpstreamFacts:
             raise last
 
     async def _refresh_from(self, address: HostPort) -> None:
+        self._learned_during_refresh = {}
+        try:
+            await self._refresh_snapshot(address)
+        finally:
+            self._learned_during_refresh = None
+
+    async def _refresh_snapshot(self, address: HostPort) -> None:
         channel = await ControlChannel.open(address, _TIMEOUT_S)
         try:
             versions = await channel.request(build_request(api_keys.API_VERSIONS, 0), _TIMEOUT_S)
@@ -83,11 +105,18 @@ class UpstreamFacts:
                 ),
                 _TIMEOUT_S,
             )
-            self.partitions = {
+            snapshot = {
                 str(t.name): len(t.partitions)
                 for t in metadata.topics
                 if int(t.error_code) == 0 and t.name
             }
+            assert self._learned_during_refresh is not None
+            for topic, count in self._learned_during_refresh.items():
+                if count is None:
+                    snapshot.pop(topic, None)
+                else:
+                    snapshot[topic] = count
+            self.partitions = snapshot
         finally:
             channel.close()
         if not self._num_partitions_asked and metadata.brokers:

@@ -169,20 +169,23 @@ class ControllerMutationStage(Stage):
         )
 
     def _learn(self, api_key: int, results: list[Any], counts: dict[Any, int]) -> None:
-        partitions = self.runtime.facts.partitions
+        facts = self.runtime.facts
         for result in results:
             if int(result.error_code) != 0:
                 continue
             name = getattr(result, "name", None)
             if name is None:
                 continue
+            topic = str(name)
             if api_key == api_keys.DELETE_TOPICS:
-                partitions.pop(str(name), None)
+                facts.set_partitions(topic, None)
             elif api_key == api_keys.CREATE_TOPICS:
                 created = int(getattr(result, "num_partitions", -1))
-                partitions[str(name)] = created if created > 0 else counts.get(str(name), 1)
+                facts.set_partitions(topic, created if created > 0 else counts.get(topic, 1))
             else:
-                partitions[str(name)] = partitions.get(str(name), 1) + counts.get(str(name), 0)
+                facts.set_partitions(
+                    topic, facts.partitions.get(topic, 1) + counts.get(topic, 0)
+                )
 
     # -- local answers -----------------------------------------------------------------------
 
