@@ -64,8 +64,10 @@ def test_report_is_self_contained(report_file: Path) -> None:
 
 def test_report_renders_in_headless_chromium(report_file: Path, tmp_path: Path) -> None:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+    # `make test` installs it; a missing browser must fail the check, not skip it quietly.
+    assert browser is not None, (
+        "Debian's chromium is not installed: run `make test` or `apt-get install -y chromium`"
+    )
     result = subprocess.run(
         [
             browser,
