@@ -14,10 +14,8 @@ Pure: frames in, :class:`AuthResult` out.
 
 from __future__ import annotations
 
-import io
 import logging
 import secrets
-import struct
 from collections.abc import Mapping, Sequence
 from enum import Enum, auto
 from typing import Any, Final, Protocol
@@ -28,8 +26,6 @@ from kio.schema.sasl_authenticate import v1 as authenticate_v1
 from kio.schema.sasl_authenticate import v2 as authenticate_v2
 from kio.schema.sasl_handshake import v0 as handshake_v0
 from kio.schema.sasl_handshake import v1 as handshake_v1
-from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i32
 
 from quotagate.gateway.auth import (
     SASL_AUTHENTICATE,
@@ -41,6 +37,9 @@ from quotagate.gateway.auth import (
 from quotagate.gateway.sasl_mechanism import MechanismServer, SaslError
 from quotagate.gateway.sasl_plain import PLAIN, PlainServer
 from quotagate.gateway.sasl_scram import ScramServer
+from quotagate.protocol import codec
+from quotagate.protocol.bounds import LengthError, check_body
+from quotagate.protocol.framing import with_size_prefix
 from quotagate.store.scram import ScramKeys, ScramMechanism
 
 log = logging.getLogger(__name__)
@@ -128,7 +127,7 @@ class SaslAuthenticator:
             # Without SaslAuthenticate headers Kafka has no way to say why: it just closes.
             self._fail(failure.message)
             return AuthResult(None, close=True)
-        return AuthResult(_frame(reply), principal=self._principal_if_complete(server))
+        return AuthResult(with_size_prefix(reply), principal=self._principal_if_complete(server))
 
     def _handshake(self, version: int, correlation_id: int, frame: bytes) -> AuthResult:
         module = _HANDSHAKE_VERSIONS.get(version)
@@ -294,16 +293,12 @@ def _checked(mechanisms: Sequence[str]) -> tuple[str, ...]:
 
 
 def _decode_request(request_type: Any, frame: bytes) -> Any | None:
-    """Header and body of a request, or None when the bytes do not parse (never raises)."""
+    """The body of a request (``frame`` without its size prefix), or None when it does not parse."""
     try:
-        _header, header_size = entity_reader(request_type.__header_schema__)(frame, 0)
-        request, body_size = entity_reader(request_type)(frame, header_size)
-    except Exception:
-        # kio raises assorted exception types on garbage; any of them means "malformed".
+        body_offset = check_body(request_type.__header_schema__, frame, 0)
+        return codec.decode_body(request_type, frame, body_offset)
+    except (LengthError, codec.CodecError):
         return None
-    if header_size + body_size != len(frame):
-        return None
-    return request
 
 
 def _authenticate_response(
@@ -317,12 +312,5 @@ def _authenticate_response(
 
 
 def _encode_response(response_type: Any, correlation_id: int, body: Any) -> bytes:
-    header_type = response_type.__header_schema__
-    buffer = io.BytesIO()
-    entity_writer(header_type)(buffer, header_type(correlation_id=i32(correlation_id)))
-    entity_writer(response_type)(buffer, body)
-    return _frame(buffer.getvalue())
-
-
-def _frame(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
+    assert isinstance(body, response_type)
+    return codec.encode_response_frame(body, correlation_id)

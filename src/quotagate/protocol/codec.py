@@ -16,6 +16,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import Entity
 
 from quotagate.protocol import api_table
+from quotagate.protocol.bounds import LengthError, check_body
 from quotagate.protocol.framing import with_size_prefix
 from quotagate.protocol.headers import (
     HeaderError,
@@ -43,7 +44,15 @@ def _writer(schema: type[Entity]) -> Callable[[io.BytesIO, Any], None]:
 
 
 def decode_body(schema: type[Entity], frame: bytes, offset: int) -> Any:
-    """Decode the body at ``offset`` up to the end of ``frame`` with ``schema``."""
+    """Decode the body at ``offset`` up to the end of ``frame`` with ``schema``.
+
+    The bounds walk runs first: kio's native reader allocates by declared length and would
+    abort the process on a lie, so it only ever sees bodies whose lengths the frame backs.
+    """
+    try:
+        check_body(schema, frame, offset)
+    except LengthError as exc:
+        raise CodecError(f"cannot decode {schema.__name__}: {exc}") from exc
     try:
         entity, size = _reader(schema)(frame, offset)
     except Exception as exc:  # kio raises many types, native ones included
