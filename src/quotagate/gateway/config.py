@@ -19,6 +19,9 @@ from quotagate.gateway.auth import SASL_MECHANISMS, SecurityProtocol
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 
 INT32_MAX: Final = 2_147_483_647
+INT64_MAX: Final = 9_223_372_036_854_775_807
+DEFAULT_QUEUED_MAX_REQUEST_BYTES: Final = 512 * 1024 * 1024
+UNBOUNDED_BYTES: Final = -1
 DEFAULT_LISTEN: Final = "127.0.0.1:9192"
 
 
@@ -67,6 +70,12 @@ class GatewayConfig:
     socket_request_max_bytes: int = DEFAULT_MAX_FRAME_BYTES
     max_connections: int = INT32_MAX
     connections_max_idle_ms: int = 600_000
+    queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES
+    """Request bytes all connections together may hold (Kafka's MemoryPool); -1 = unbounded."""
+    queued_max_requests: int = 500
+    """Requests one connection may have in flight before the gateway stops reading it."""
+    frame_read_timeout_ms: int = 30_000
+    """Time a frame whose first bytes arrived has to arrive whole (gateway-specific)."""
     reconnect_backoff_ms: int = 50
     reconnect_backoff_max_ms: int = 1000
     socket_connection_setup_timeout_ms: int = 10_000
@@ -100,6 +109,20 @@ def _int(minimum: int, maximum: int = INT32_MAX) -> Callable[[str, Any], int]:
     return parse
 
 
+def _bytes_or_unbounded(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(
+            f"{key} = {value!r} is not an integer; write a number of bytes, "
+            f"e.g. {key} = {DEFAULT_QUEUED_MAX_REQUEST_BYTES}, or -1 for unbounded"
+        )
+    if value != UNBOUNDED_BYTES and not 1 <= value <= INT64_MAX:
+        raise ConfigError(
+            f"{key} = {value} is out of range; write -1 (unbounded) or a number of bytes "
+            f"of at least socket.request.max.bytes, e.g. {key} = {DEFAULT_QUEUED_MAX_REQUEST_BYTES}"
+        )
+    return int(value)
+
+
 def _str(key: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f'{key} = {value!r} must be a non-empty string, e.g. {key} = "name"')
@@ -121,9 +144,7 @@ def _host_ports(key: str, value: Any) -> tuple[HostPort, ...]:
     if isinstance(value, str):
         value = [part.strip() for part in value.split(",") if part.strip()]
     if not isinstance(value, list) or not value:
-        raise ConfigError(
-            f'{key} must list at least one HOST:PORT, e.g. {key} = "127.0.0.1:9092"'
-        )
+        raise ConfigError(f'{key} must list at least one HOST:PORT, e.g. {key} = "127.0.0.1:9092"')
     return tuple(parse_host_port(key, item) for item in value)
 
 
@@ -156,6 +177,9 @@ _GATEWAY_KEYS: Final[dict[str, _Spec]] = {
     "socket.request.max.bytes": ("socket_request_max_bytes", _int(1)),
     "max.connections": ("max_connections", _int(1)),
     "connections.max.idle.ms": ("connections_max_idle_ms", _int(1)),
+    "queued.max.request.bytes": ("queued_max_request_bytes", _bytes_or_unbounded),
+    "queued.max.requests": ("queued_max_requests", _int(1)),
+    "frame.read.timeout.ms": ("frame_read_timeout_ms", _int(1)),
     "reconnect.backoff.ms": ("reconnect_backoff_ms", _int(0)),
     "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", _int(0)),
     "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _int(1)),
@@ -271,6 +295,15 @@ def validate(config: GatewayConfig) -> GatewayConfig:
         raise ConfigError(
             f"reconnect.backoff.max.ms ({config.reconnect_backoff_max_ms}) is below "
             f"reconnect.backoff.ms ({config.reconnect_backoff_ms}); raise the maximum"
+        )
+    queued = config.queued_max_request_bytes
+    if queued != UNBOUNDED_BYTES and queued < config.socket_request_max_bytes:
+        default = ", the default" if queued == DEFAULT_QUEUED_MAX_REQUEST_BYTES else ""
+        raise ConfigError(
+            f"queued.max.request.bytes ({queued}{default}) is below socket.request.max.bytes "
+            f"({config.socket_request_max_bytes}); the pool must hold at least one largest "
+            "request (Kafka refuses the same): raise queued.max.request.bytes to at least "
+            "socket.request.max.bytes, or set it to -1 (unbounded)"
         )
     for listener in listeners:
         if listener.security_protocol in SecurityProtocol.TLS and not (

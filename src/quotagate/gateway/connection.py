@@ -6,8 +6,16 @@ connection's requests in the order it received them) and written back in the ord
 client sent the requests, whether they were answered upstream or locally.
 
 Reading from the client pauses for several independent reasons (KIP-219 mute, upstream
-back-pressure, upstream still connecting, too many requests in flight, shutdown); it resumes
-only when none is left. While muted or shutting down, frames already read are not processed.
+back-pressure, upstream still connecting, too many requests in flight, the request-bytes pool
+exhausted, shutdown); it resumes only when none is left. While muted, held, at
+``queued.max.requests`` or shutting down, frames already read are not processed either.
+
+Request bytes are accounted in the gateway-wide :class:`MemoryPool`
+(``queued.max.request.bytes``): a frame's declared size is reserved when its size prefix is
+read, before the frame is buffered, and released when the gateway no longer holds the
+request: once its response is handed to the client's transport, or, for a request that gets
+no response (Produce with acks=0), once the upstream transport has sent it. Every reservation
+left is released when the connection closes.
 """
 
 from __future__ import annotations
@@ -54,11 +62,11 @@ _UPSTREAM_BUSY: Final = 4
 _CONNECTING: Final = 8
 _INFLIGHT_FULL: Final = 16
 _HELD: Final = 32  # a throttled request is in flight (Exchange.hold_reading)
-_STOP_PROCESSING: Final = _MUTED | _SHUTDOWN | _HELD
-
-# Kafka reads one request per connection at a time; the gateway pipelines but bounds how
-# many requests a client may have outstanding before it stops reading more.
-MAX_INFLIGHT: Final = 1000
+_MEMORY: Final = 64  # waiting for the request-bytes pool (queued.max.request.bytes)
+# Frames already read are not handled either while one of these holds (queued.max.requests
+# counts requests, not reads: one read may carry thousands of small ones).
+_STOP_PROCESSING: Final = _MUTED | _SHUTDOWN | _HELD | _INFLIGHT_FULL
+_RETRY_PROCESSING: Final = _STOP_PROCESSING | _MEMORY
 
 _SASL_KEYS: Final = frozenset({api_keys.SASL_HANDSHAKE, api_keys.SASL_AUTHENTICATE})
 _UPSTREAM_MAX_FRAME: Final = 2_147_483_647  # responses come from a broker we trust
@@ -75,9 +83,19 @@ class ClientConnection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._upstream: asyncio.Transport | None = None
-        self._reader = FrameReader(services.config.socket_request_max_bytes)
+        config = services.config
+        self._pool = services.memory_pool
+        self._reader = FrameReader(config.socket_request_max_bytes, self._reserve)
+        # Kafka reads one request per connection at a time; the gateway pipelines but bounds
+        # how many requests a client may have outstanding before it stops reading more.
+        self._max_inflight = config.queued_max_requests
+        self._resume_inflight = max(config.queued_max_requests // 2, 1)
         self._upstream_reader = FrameReader(_UPSTREAM_MAX_FRAME)
         self._inflight: deque[Exchange] = deque()  # client order
+        self._sizes: deque[int] = deque()  # bytes reserved for each of _inflight, same order
+        self._reserved = 0  # bytes this connection holds in the pool (_deferred included)
+        self._deferred = 0  # answered acks=0 requests the upstream transport may still hold
+        self._frame_started = 0.0  # loop time the partial frame began arriving; 0 = none
         self._awaiting: deque[Exchange] = deque()  # forwarded, response not yet received
         self._to_client: list[bytes] = []
         self._to_upstream: list[bytes] = []
@@ -90,7 +108,10 @@ class ClientConnection(asyncio.Protocol):
         self._registered = False
         self._closed = False
         self._draining = False
+        self._processing = False
+        self._process_again = False
         self.last_active = self._loop.time()
+        """Loop time of the last request read or response written (not of any byte)."""
         self.info = ConnectionInfo(
             connection_id=services.next_connection_id(),
             listener=listener.name,
@@ -216,6 +237,11 @@ class ClientConnection(asyncio.Protocol):
 
     def _shutdown_io(self) -> None:
         self._closed = True
+        pool = self._pool
+        pool.cancel(self)
+        if self._reserved:
+            reserved, self._reserved, self._deferred = self._reserved, 0, 0
+            pool.release(reserved)
         if self._connect_task is not None and not self._connect_task.done():
             self._connect_task.cancel()
         if self._mute_handle is not None:
@@ -253,14 +279,76 @@ class ClientConnection(asyncio.Protocol):
     def inflight(self) -> int:
         return len(self._inflight)
 
+    @property
+    def reserved(self) -> int:
+        """Request bytes this connection holds in the pool."""
+        return self._reserved
+
+    def expire(self, now: float, idle_s: float, frame_s: float) -> None:
+        """The gateway's periodic sweep: enforce frame.read.timeout.ms and
+        connections.max.idle.ms. While the gateway itself is not reading the connection
+        (muted, held, waiting for memory or the upstream, ...) neither clock runs against the
+        client: both restart when reading resumes."""
+        if self._closed:
+            return
+        if self._deferred:
+            self._release_sent()
+        if self._paused:
+            return
+        started = self._frame_started
+        if started and now - started > frame_s:
+            reader = self._reader
+            declared = reader.admitted or "unknown"
+            self.close(
+                f"frame.read.timeout.ms exceeded: {reader.buffered} of {declared} bytes "
+                f"arrived in {round((now - started) * 1000)} ms",
+                logging.WARNING,
+            )
+        elif not self._inflight and now - self.last_active > idle_s:
+            self.close("connections.max.idle.ms exceeded")
+
     # -- client → gateway -----------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        self.last_active = self._loop.time()
-        self._reader.feed(data)
+        reader = self._reader
+        reader.feed(data)
         self._process()
+        if not self._frame_started and reader.buffered:
+            self._frame_started = self._loop.time()
+
+    def _reserve(self, size: int) -> bool:
+        """FrameReader's admit hook: reserve a frame's bytes before buffering it."""
+        if self._pool.try_allocate(size):
+            self._reserved += size
+            return True
+        if not self._closed:
+            self._pool.wait(self)
+            self._pause(_MEMORY)
+        return False
+
+    def memory_available(self) -> None:
+        """The pool has memory again (MemoryWaiter): resume reading and retry."""
+        self._resume(_MEMORY)
 
     def _process(self) -> None:
+        """Handle the frames read so far, then flush. Flushing may resume processing (a
+        request slot freed, a hold ended); that runs here as one more round, not as a
+        nested call, so a long run of locally answered requests cannot recurse deeply."""
+        if self._processing:
+            self._process_again = True
+            return
+        self._processing = True
+        try:
+            while self._process_frames():
+                self._flush()
+                if not self._process_again or self._closed:
+                    break
+                self._process_again = False
+        finally:
+            self._processing = False
+            self._process_again = False
+
+    def _process_frames(self) -> bool:
         reader = self._reader
         try:
             while not self._paused & _STOP_PROCESSING and not self._closed:
@@ -270,15 +358,15 @@ class ClientConnection(asyncio.Protocol):
                 self._on_request(frame)
         except FrameError as exc:
             self._protocol_error("bad_frame", str(exc))
-            return
+            return False
         except HeaderError as exc:
             self._protocol_error("bad_header", str(exc))
-            return
+            return False
         except Exception as exc:  # a failing stage must not take the gateway down
             log.exception(kv("stage_failed", id=self.info.connection_id, error=exc))
             self.close(f"internal error: {exc}", logging.ERROR)
-            return
-        self._flush()
+            return False
+        return True
 
     def _on_request(self, frame: bytes) -> None:
         authenticator = self._authenticator
@@ -325,7 +413,9 @@ class ClientConnection(asyncio.Protocol):
             self.info, header, frame, time.time_ns() // 1_000_000, time.monotonic_ns()
         )
         self._inflight.append(exchange)
-        if len(self._inflight) >= MAX_INFLIGHT:
+        self._sizes.append(len(frame))
+        self._frame_started = 0.0
+        if len(self._inflight) >= self._max_inflight:
             self._pause(_INFLIGHT_FULL)
         return exchange
 
@@ -432,13 +522,20 @@ class ClientConnection(asyncio.Protocol):
         if inflight and inflight[0].done:
             out = self._to_client
             metrics = self._services.metrics
+            sizes = self._sizes
+            released = 0
             while inflight and inflight[0].done:
                 exchange = inflight.popleft()
                 frame = exchange.response_frame
                 if frame is not None:
+                    released += sizes.popleft()
                     out.append(frame)
                     if exchange.header.api_key >= 0:
                         metrics.api(exchange.header.api_key).response_bytes.inc(len(frame))
+                elif exchange.forwarded_ns:
+                    self._deferred += sizes.popleft()  # acks=0: maybe still being sent
+                else:
+                    released += sizes.popleft()
                 if exchange.mute_ms:
                     self._mute(exchange.mute_ms)
                 if exchange.hold:
@@ -449,19 +546,32 @@ class ClientConnection(asyncio.Protocol):
             if out and self._transport is not None:
                 self._transport.writelines(out)
                 self._to_client = []
+            if released:
+                self._reserved -= released
+                self._pool.release(released)
             self.last_active = self._loop.time()
         if self._to_upstream and self._upstream is not None:
             self._upstream.writelines(self._to_upstream)
             self._to_upstream = []
+        if self._deferred:
+            self._release_sent()
         if close_after:
             self._close_after_refusal()
-        elif self._paused & _INFLIGHT_FULL and len(inflight) < MAX_INFLIGHT // 2:
+        elif self._paused & _INFLIGHT_FULL and len(inflight) < self._resume_inflight:
             self._resume(_INFLIGHT_FULL)
         elif self._draining and not inflight:
             self.close("shutdown", logging.DEBUG)
         if self._paused & _HELD and not self._held and not self._closed:
             # Last, because resuming may process buffered requests (and flush again).
             self._resume(_HELD)
+
+    def _release_sent(self) -> None:
+        """Release answered acks=0 requests once the upstream transport holds no bytes."""
+        upstream = self._upstream
+        if upstream is not None and not self._to_upstream and not upstream.get_write_buffer_size():
+            deferred, self._deferred = self._deferred, 0
+            self._reserved -= deferred
+            self._pool.release(deferred)
 
     # -- reading pauses -------------------------------------------------------------------
 
@@ -492,8 +602,14 @@ class ClientConnection(asyncio.Protocol):
             return
         if not self._paused and self._transport is not None:
             self._transport.resume_reading()
-        if reason & _STOP_PROCESSING and not self._paused & _STOP_PROCESSING:
+        if reason & _RETRY_PROCESSING and not self._paused & _STOP_PROCESSING:
             self._process()
+        if not self._paused and not self._closed:
+            # The gateway, not the client, held things up until now: the idle and
+            # partial-frame clocks start again from here.
+            now = self._loop.time()
+            self.last_active = now
+            self._frame_started = now if self._reader.buffered else 0.0
 
     # -- errors ---------------------------------------------------------------------------
 

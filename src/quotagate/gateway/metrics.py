@@ -7,10 +7,14 @@ cached per API key so the per-request cost is a few attribute lookups and increm
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from quotagate.protocol.api_table import api_name
+
+if TYPE_CHECKING:
+    from quotagate.gateway.memory_pool import MemoryPool
 
 _LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -45,9 +49,7 @@ class GatewayMetrics:
             "quotagate_upstream_connect_failures", "Failed upstream connection attempts",
             registry=r,
         )  # fmt: skip
-        self._requests = Counter(
-            "quotagate_requests", "Requests received", ["api"], registry=r
-        )
+        self._requests = Counter("quotagate_requests", "Requests received", ["api"], registry=r)
         self._request_bytes = Counter(
             "quotagate_request_bytes", "Request bytes received, size prefix included", ["api"],
             registry=r,
@@ -61,7 +63,21 @@ class GatewayMetrics:
             "Time from forwarding a request upstream to receiving its response",
             ["api"], buckets=_LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
+        # Read from the pool at scrape time: nothing on the per-request path.
+        self.memory_pool_used = Gauge(
+            "quotagate_memory_pool_used_bytes",
+            "Request bytes reserved in the queued.max.request.bytes pool", registry=r,
+        )  # fmt: skip
+        self.memory_pool_waiting = Gauge(
+            "quotagate_memory_pool_waiting_connections",
+            "Connections not read because the queued.max.request.bytes pool is exhausted",
+            registry=r,
+        )  # fmt: skip
         self._by_api: dict[int, ApiMetrics] = {}
+
+    def bind_memory_pool(self, pool: MemoryPool) -> None:
+        self.memory_pool_used.set_function(lambda: pool.used)
+        self.memory_pool_waiting.set_function(lambda: pool.waiting)
 
     def api(self, api_key: int) -> ApiMetrics:
         metrics = self._by_api.get(api_key)

@@ -17,6 +17,7 @@ from quotagate.gateway.config import GatewayConfig, HostPort
 from quotagate.gateway.discovery import discover
 from quotagate.gateway.listener import Listener
 from quotagate.gateway.logs import kv
+from quotagate.gateway.memory_pool import MemoryPool
 from quotagate.gateway.metrics import GatewayMetrics
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.stage import Stage
@@ -69,6 +70,8 @@ class Gateway:
             config.reconnect_backoff_max_ms,
             RECONNECT_JITTER,
         )
+        memory_pool = MemoryPool(config.queued_max_request_bytes)
+        self.metrics.bind_memory_pool(memory_pool)
         self.services = GatewayServices(
             config=config,
             chain=self.chain,
@@ -76,6 +79,7 @@ class Gateway:
             health=UpstreamHealth(backoff),
             brokers=BrokerDirectory(),
             authenticator_factory=authenticator_factory,
+            memory_pool=memory_pool,
         )
         for listener_config in config.listeners:
             self.listeners[listener_config.name] = Listener(listener_config, self.services)
@@ -107,7 +111,7 @@ class Gateway:
                 discover(self.config.bootstrap_servers, self.services.health, self.chain, sinks)
             )
         )
-        self._tasks.append(loop.create_task(self._sweep_idle()))
+        self._tasks.append(loop.create_task(self._sweep()))
 
     @property
     def bootstrap(self) -> dict[str, HostPort]:
@@ -142,15 +146,18 @@ class Gateway:
         self._stop_metrics()
         log.info(kv("shutdown_complete", abandoned=len(left)))
 
-    async def _sweep_idle(self) -> None:
+    async def _sweep(self) -> None:
+        """Close connections idle past connections.max.idle.ms and partial frames that have
+        not arrived whole within frame.read.timeout.ms (ClientConnection.expire)."""
         idle_s = self.config.connections_max_idle_ms / 1000
+        frame_s = self.config.frame_read_timeout_ms / 1000
+        interval = min(max(min(idle_s, frame_s) / 4, 0.05), 5.0)
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(min(max(idle_s / 4, 0.05), 5.0))
+            await asyncio.sleep(interval)
             now = loop.time()
             for connection in list(self.services.connections):
-                if not connection.inflight and now - connection.last_active > idle_s:
-                    connection.close("connections.max.idle.ms exceeded")
+                connection.expire(now, idle_s, frame_s)
 
     def _start_metrics(self) -> None:
         address = self.config.metrics_listen

@@ -10,6 +10,7 @@ from quotagate.gateway.auth import AuthenticatorFactory
 from quotagate.gateway.brokers import BrokerDirectory
 from quotagate.gateway.chain import StageChain
 from quotagate.gateway.config import GatewayConfig
+from quotagate.gateway.memory_pool import MemoryPool
 from quotagate.gateway.metrics import GatewayMetrics
 from quotagate.gateway.upstream import UpstreamHealth
 
@@ -25,6 +26,8 @@ class GatewayServices:
     health: UpstreamHealth
     brokers: BrokerDirectory
     authenticator_factory: AuthenticatorFactory | None
+    memory_pool: MemoryPool = field(default_factory=MemoryPool)
+    """Request bytes held by all connections: ``queued.max.request.bytes``."""
     connections: set[ClientConnection] = field(default_factory=set)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
