@@ -10,10 +10,8 @@ import pyarrow.dataset as ds
 import pytest
 from pyspark.sql import SparkSession
 
-from quotagate.pipeline import apis
 from quotagate.pipeline.replay import replay
-from quotagate.pipeline.replay_core import CAUSES, ORDER_COLUMNS, Replayer, replay_frame
-from quotagate.protocol import request_time
+from quotagate.pipeline.replay_core import ORDER_COLUMNS, Replayer, replay_frame
 from quotagate.quota import (
     DEFAULT,
     ClientQuotaManager,
@@ -196,20 +194,21 @@ def test_request_quota_exempts_cluster_actions_but_not_update_features() -> None
     replayer = Replayer(quotas)
     heavy_us = 5_000_000  # 5 s of thread time: far over 1 % of a thread
     now = 1_700_000_000_000
-    exempt = replayer.decide("alice", "app", 4, 7, 100, 0, 0, heavy_us, now)  # LeaderAndIsr
-    assert exempt.throttle_ms == 0
-    update_features = replayer.decide("alice", "app", 57, 1, 100, 0, 0, heavy_us, now)
-    assert update_features.throttle_ms > 0 and CAUSES[update_features.cause] == "request"
-    assert apis.REQUEST_QUOTA_EXEMPT == request_time.REQUEST_QUOTA_EXEMPT  # gateway's twin
+    exempt = replayer.decide("alice", "app", 4, 7, 0, heavy_us, now)  # LeaderAndIsr
+    assert exempt[0] == 0
+    throttle_ms, cause, _ = replayer.decide("alice", "app", 57, 1, 0, heavy_us, now)
+    assert throttle_ms > 0 and cause == "request"
 
 
-def test_request_quota_exempts_acks_zero_produce_as_the_gateway_does() -> None:
-    """An acks=0 produce has no response; its time is exempt (spec §4), bytes still count."""
+def test_request_quota_exempts_acks_zero_produce_and_follower_fetches_as_the_gateway_does() -> None:
+    """An acks=0 produce and a follower fetch are exempt from the request quota (spec §4)."""
     quotas = '[[quota]]\nuser = "alice"\nrequest_percentage = 1.0\n'
     replayer = Replayer(quotas)
     heavy_us = 5_000_000
     now = 1_700_000_000_000
-    acks_zero = replayer.decide("alice", "app", apis.PRODUCE, 9, 1000, 0, 0, heavy_us, now)
-    assert acks_zero.throttle_ms == 0
-    acks_one = replayer.decide("alice", "app", apis.PRODUCE, 9, 1000, 60, 0, heavy_us, now)
-    assert acks_one.throttle_ms > 0 and CAUSES[acks_one.cause] == "request"
+    acks_zero = replayer.decide("alice", "app", 0, 9, 1000, heavy_us, now, acks=0)
+    assert acks_zero[0] == 0
+    follower = replayer.decide("alice", "app", 1, 13, 1000, heavy_us, now, follower=True)
+    assert follower[0] == 0
+    throttle_ms, cause, _ = replayer.decide("alice", "app", 0, 9, 1000, heavy_us, now, acks=1)
+    assert throttle_ms > 0 and cause == "request"

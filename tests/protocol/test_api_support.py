@@ -9,7 +9,7 @@ from kio.schema.metadata.v12.response import MetadataResponse
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.static.primitive import i16
 
-from quotagate.protocol import api_table, codec, request_time
+from quotagate.protocol import api_table, codec
 from quotagate.protocol.api_support import VersionRange, gateway_range, negotiate
 from quotagate.protocol.api_versions_body import parse_api_versions
 from quotagate.protocol.framing import with_size_prefix
@@ -93,15 +93,6 @@ def test_api_table_facts_from_the_spec() -> None:
     assert api_table.client_self_throttles(0, 6) and not api_table.client_self_throttles(0, 5)
     assert api_table.client_self_throttles(1, 8) and not api_table.client_self_throttles(1, 7)
     assert not api_table.client_self_throttles(48, 1)  # DescribeClientQuotas: never
-    assert api_table.is_strict_mutation(19, 6) and not api_table.is_strict_mutation(19, 5)
-    assert api_table.is_strict_mutation(20, 5) and not api_table.is_strict_mutation(20, 4)
-    assert api_table.is_strict_mutation(37, 3) and not api_table.is_strict_mutation(37, 2)
     assert api_table.has_throttle_time(48, 0)
     assert not api_table.has_throttle_time(17, 1)  # SaslHandshake has none
 
-
-def test_request_quota_exempts_cluster_actions_but_not_update_features() -> None:
-    assert request_time.is_exempt(4)  # LeaderAndIsr
-    assert request_time.is_exempt(56)  # AlterPartition
-    assert not request_time.is_exempt(57)  # UpdateFeatures: throttled (RequestQuotaTest)
-    assert not request_time.is_exempt(19)

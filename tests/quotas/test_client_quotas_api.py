@@ -118,4 +118,4 @@ def test_describe_matches_kip_546_vectors_and_alter_validates(
         }
         assert all(e.code == ErrorCode.INVALID_REQUEST for e in bad.errors.values())
     # The applied request_percentage for "ok" is live in the request quota manager.
-    assert gateway.runtime.request.quota_limit("ok", "any") == 56.62367
+    assert gateway.runtime.managers.request.quota_limit("ok", "any") == 56.62367

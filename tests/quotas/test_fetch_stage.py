@@ -118,7 +118,7 @@ def test_throttled_fetch_is_answered_empty_and_unrecorded(
     assert int(response.error_code) == 0
     assert int(response.session_id) == expected_session
     assert int(response.throttle_time.total_seconds() * 1000) == first.mute_ms
-    metric = runtime.fetch.quota_metric("ANONYMOUS", "consumer")
+    metric = runtime.managers.fetch.quota_metric("ANONYMOUS", "consumer")
     assert metric is not None and metric.measure(NOW) == 0.0
     # The cap: max_bytes lowered to Q x (11 - 1) x 1 s, min_bytes to at most that.
     forwarded = codec.decode_request(first.request_frame, parse_request_header(first.request_frame))
@@ -133,7 +133,7 @@ def test_small_fetch_passes_and_upstream_errors_are_kept() -> None:
     small = _run(runtime, _request(0, -1, max_bytes=500), _response(0, records=b"d" * 100), NOW)
     assert small.mute_ms == 0 and small.response_body().responses != ()
     assert codec.decode_request(small.request_frame, small.header).max_bytes == 500
-    runtime.fetch.record_and_get_throttle_ms("ANONYMOUS", "consumer", 50_000, NOW + 1)
+    runtime.managers.fetch.record_and_get_throttle_ms("ANONYMOUS", "consumer", 50_000, NOW + 1)
     error = _run(runtime, _request(5, 3), _response(5, error=71), NOW + 2)  # epoch moved upstream
     assert error.mute_ms > 0, "over quota: throttled"
     assert int(error.response_body().error_code) == 71, "the upstream's error is passed on"

@@ -16,13 +16,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from quotagate.gateway.config import ConfigError
 from quotagate.gateway.exchange import ConnectionInfo, Exchange
 from quotagate.gateway.quota_metrics import QuotaCollector
-from quotagate.gateway.quota_runtime import QuotaRuntime, user_of
+from quotagate.gateway.quota_runtime import QuotaRuntime
 from quotagate.gateway.quota_settings import QuotaSettings
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.headers import HeaderError, parse_request_header
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.protocol.produce_topics import produce_topic_bytes
-from quotagate.protocol.request_time import charges_upstream_time, is_exempt
 from quotagate.quota import choose_throttle
 from quotagate.quota.controller_mutation import ThrottlingQuotaExceeded
 from quotagate.store.quotas import Change, QuotaStore
@@ -71,14 +70,6 @@ def test_kip_219_max_ties_go_to_request() -> None:
     assert choose_throttle(5, [("produce", 5)]) == (5, "request")
     assert choose_throttle(4, [("produce", 5), ("topic_bytes_in", 5)]) == (5, "produce")
     assert choose_throttle(4, [("produce", 3), ("topic_bytes_in", 6)]) == (6, "topic_bytes_in")
-
-
-def test_request_time_table() -> None:
-    assert charges_upstream_time(api_keys.METADATA)
-    assert not charges_upstream_time(api_keys.FETCH)
-    assert not charges_upstream_time(api_keys.PRODUCE, acks=-1)
-    assert charges_upstream_time(api_keys.PRODUCE, acks=1)
-    assert is_exempt(4) and not is_exempt(api_keys.METADATA)
 
 
 def _event(ts_ms: int, n: int = 0) -> UsageEvent:
@@ -169,13 +160,13 @@ def test_metrics_named_after_kafka_and_expire_with_sensors() -> None:
     runtime = QuotaRuntime(QuotaSettings())
     runtime.alter_client_quotas([Change({"client-id": "c"}, "producer_byte_rate", 100.0)], "t", "t")
     now = 1_700_000_000_000
-    runtime.produce.record_and_get_throttle_ms("alice", "c", 5000, now)
-    runtime.produce.throttle("alice", "c", 1, 40, now)
+    runtime.managers.produce.record_and_get_throttle_ms("alice", "c", 5000, now)
+    runtime.managers.produce.throttle("alice", "c", 1, 40, now)
     runtime.alter_client_quotas(
         [Change({"client-id": "m"}, "controller_mutation_rate", 2.0)], "t", "t"
     )
-    runtime.controller.new_strict_quota("bob", "m", now).record(30, now)
-    runtime.controller.throttle("bob", "m", 2, 700, now)
+    runtime.managers.controller.new_strict_quota("bob", "m", now).record(30, now)
+    runtime.managers.controller.throttle("bob", "m", 2, 700, now)
     runtime.last_now_ms = now
     runtime.tick(now)
     registry = CollectorRegistry()
@@ -194,14 +185,13 @@ def test_metrics_named_after_kafka_and_expire_with_sensors() -> None:
     later = generate_latest(registry).decode()
     assert 'quotagate_produce_byte_rate{client_id="c"' not in later
     assert "quotagate_produce_queue_size 0.0" in later
-    assert user_of("User:alice") == "alice" and user_of(None) == "ANONYMOUS"
 
 
 def test_idle_rates_decay_in_the_metrics() -> None:
     runtime = QuotaRuntime(QuotaSettings())
     runtime.alter_client_quotas([Change({"client-id": "c"}, "producer_byte_rate", 100.0)], "t", "t")
     now = 1_700_000_000_000
-    runtime.produce.record_and_get_throttle_ms("alice", "c", 5000, now)
+    runtime.managers.produce.record_and_get_throttle_ms("alice", "c", 5000, now)
     runtime.last_now_ms = now
     runtime.tick(now + 60_000)  # the client went quiet a minute ago: its windows are gone
     series = dict((tuple(k), v) for k, v in runtime.snapshot["series"]["produce_byte_rate"])
@@ -226,8 +216,10 @@ def test_exporting_metrics_never_changes_a_throttle() -> None:
         throttles = []
         for step in range(60):
             now = start + step * 700
-            throttles.append(runtime.produce.record_and_get_throttle_ms("u", "c", 3000, now))
-            quota = runtime.controller.new_strict_quota("u", "c", now)
+            throttles.append(
+                runtime.managers.produce.record_and_get_throttle_ms("u", "c", 3000, now)
+            )
+            quota = runtime.managers.controller.new_strict_quota("u", "c", now)
             try:
                 quota.record(5, now)
             except ThrottlingQuotaExceeded as refused:

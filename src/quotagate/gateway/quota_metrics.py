@@ -39,10 +39,10 @@ def build_snapshot(runtime: QuotaRuntime, now_ms: int) -> dict[str, Any]:
     # The value a quota is checked against: a Rate for the first three, the KIP-599 token
     # bucket for controller mutations. states() peeks, so exporting never changes a throttle.
     for group, manager, value_name in (
-        ("produce", runtime.produce, "byte_rate"),
-        ("fetch", runtime.fetch, "byte_rate"),
-        ("request", runtime.request, "request_time"),
-        ("controllermutation", runtime.controller, "tokens"),
+        ("produce", runtime.managers.produce, "byte_rate"),
+        ("fetch", runtime.managers.fetch, "byte_rate"),
+        ("request", runtime.managers.request, "request_time"),
+        ("controllermutation", runtime.managers.controller, "tokens"),
     ):
         for state in manager.states(now_ms):
             labels = [state.key[0], state.key[1]]
@@ -51,9 +51,9 @@ def build_snapshot(runtime: QuotaRuntime, now_ms: int) -> dict[str, Any]:
             if not math.isnan(state.throttle_time_avg):
                 add(f"{group}_throttle_time", labels, state.throttle_time_avg)
         add(f"{group}_queue_size", [], float(manager.throttled_channels.queue_size))
-    for key, rate in runtime.controller.mutation_rates(now_ms):
+    for key, rate in runtime.managers.controller.mutation_rates(now_ms):
         add("controllermutation_mutation_rate", [key[0], key[1]], rate)
-    add("request_exempt_request_time", [], runtime.request.exempt_rate(now_ms))
+    add("request_exempt_request_time", [], runtime.managers.request.exempt_rate(now_ms))
     quota = runtime.topic_quota
     add("topic_total_bytes_in_rate", [], quota.total_meter.peek_one_minute_rate(now_ms))
     add("topic_error_bytes_in_rate", [], quota.error_meter.peek_one_minute_rate(now_ms))

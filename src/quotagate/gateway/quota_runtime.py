@@ -21,27 +21,11 @@ from quotagate.gateway.exchange import Exchange
 from quotagate.gateway.logs import kv
 from quotagate.gateway.quota_metrics import build_snapshot
 from quotagate.gateway.quota_settings import THROTTLE, QuotaSettings
-from quotagate.gateway.quota_ticket import (
-    CONTROLLER_MUTATION,
-    FETCH,
-    PRODUCE,
-    REQUEST,
-    TICKET_KEY,
-    TOPIC_BYTES_IN,
-    QuotaTicket,
-)
+from quotagate.gateway.quota_ticket import TICKET_KEY, QuotaTicket
 from quotagate.gateway.upstream_facts import UpstreamFacts, refresh_forever
-from quotagate.protocol import api_keys, api_table, request_time
-from quotagate.quota import (
-    ClientQuotaManager,
-    ControllerMutationQuotaManager,
-    RequestQuotaManager,
-    TopicBytesInQuota,
-    choose_throttle,
-)
-from quotagate.quota.quota_config import manager_entity
+from quotagate.protocol import api_table
+from quotagate.quota import Cause, QuotaManagers, TopicBytesInQuota, principal_user, settle
 from quotagate.store.quotas import Change, EntityKey, QuotaStore, entity_key
-from quotagate.usage.schema import UsageEvent
 from quotagate.usage.writer import UsageWriter, UsageWriterSettings
 
 log = logging.getLogger(__name__)
@@ -49,18 +33,8 @@ log = logging.getLogger(__name__)
 HOUSEKEEPING_S: Final = 1.0
 """Like Kafka's throttled-channel reaper, which polls its delay queue every second."""
 UPSTREAM_REFRESH_S: Final = 30.0
-ANONYMOUS_NAME: Final = "ANONYMOUS"
 MAX_STAMP_SKEW_MS: Final = 1000
 """How far ahead of its read time a request's quota time may be nudged (see ``_stamp``)."""
-
-
-
-def user_of(principal: str | None) -> str:
-    """``User:alice`` → ``alice``: quota managers take principal names."""
-    if principal is None:
-        return ANONYMOUS_NAME
-    kind, sep, name = principal.partition(":")
-    return name if sep else kind
 
 
 class QuotaRuntime:
@@ -76,17 +50,12 @@ class QuotaRuntime:
         self.gateway_id = gateway_id
         self.bootstrap = tuple(bootstrap)
         self.store = store
-        self.produce = ClientQuotaManager("produce", settings.window_num, settings.window_size_s)
-        self.fetch = ClientQuotaManager("fetch", settings.window_num, settings.window_size_s)
-        self.request = RequestQuotaManager(settings.window_num, settings.window_size_s)
-        self.controller = ControllerMutationQuotaManager(
-            settings.controller_window_num, settings.controller_window_size_s
+        self.managers = QuotaManagers.create(
+            settings.window_num,
+            settings.window_size_s,
+            settings.controller_window_num,
+            settings.controller_window_size_s,
         )
-        # Which manager a client-quota key (producer_byte_rate, ...) configures.
-        self._managers: dict[str, ClientQuotaManager] = {
-            manager.quota_type.config_key: manager
-            for manager in (self.produce, self.fetch, self.request, self.controller)
-        }
         self.topic_quota = TopicBytesInQuota(settings.total_bytes_in_threshold, _wall_ms())
         self.topic_throttle_mode = settings.topic_bytes_in_mode == THROTTLE
         self.facts = UpstreamFacts(settings.num_partitions)
@@ -250,11 +219,8 @@ class QuotaRuntime:
         return self.client_quotas.get(entity_key(change.entity), {}).get(change.key)
 
     def _apply(self, entity: Mapping[str, str | None], key: str, value: float | None) -> None:
-        manager = self._managers.get(key)
-        if manager is None or "ip" in entity:
-            return  # connection_creation_rate (ip entities) is stored, not enforced
-        user, client_id = manager_entity(entity)
-        manager.update_quota(user, client_id, value)
+        # connection_creation_rate (ip entities) is stored, not enforced here.
+        self.managers.update_quota(entity, key, value)
 
     # -- per request -----------------------------------------------------------------------
 
@@ -268,7 +234,7 @@ class QuotaRuntime:
             self.last_now_ms = max(self.last_now_ms, now_ms)
             ticket = state[TICKET_KEY] = QuotaTicket(
                 now_ms=now_ms,
-                user=user_of(exchange.principal),
+                user=principal_user(exchange.principal),
                 client_id=exchange.header.client_id or "",
                 request_bytes=len(exchange.request_frame) - 4,
             )
@@ -300,38 +266,25 @@ class QuotaRuntime:
             return
         ticket.finished = True
         now_ms = ticket.now_ms
-        user, client_id = ticket.user, ticket.client_id
         api_key = exchange.api_key
-        has_response = exchange.response_frame is not None
+        charging = ticket.charging(api_key, exchange.api_version)
         elapsed_ns = time.monotonic_ns() - exchange.received_ns
         upstream_ns = exchange.upstream_ns
         gateway_us = max(elapsed_ns - upstream_ns, 0) // 1000
-        charged_upstream_us = (
-            upstream_ns // 1000 if request_time.charges_upstream_time(api_key, ticket.acks) else 0
+        charged_upstream_us = upstream_ns // 1000 if charging.upstream_time else 0
+        throttle_ms, cause = settle(
+            self.managers,
+            charging,
+            ticket.user,
+            ticket.client_id,
+            (gateway_us + charged_upstream_us) * 1000,
+            ticket.other_throttles(charging.other),
+            now_ms,
+            ticket.fetch_bytes if ticket.fetch_empty is not None else -1,
         )
-        charged_ns = (gateway_us + charged_upstream_us) * 1000
-        request = self.request
-        acks_zero = api_key == api_keys.PRODUCE and ticket.acks == 0
-        if acks_zero or ticket.follower_fetch or request_time.is_exempt(api_key):
-            request.record_exempt(charged_ns, now_ms)
-            r = 0
-        else:
-            r = request.record_nanos_and_get_throttle_ms(user, client_id, charged_ns, now_ms)
-        candidates: list[tuple[str, int]] = []
-        if api_key == api_keys.PRODUCE:
-            candidates = [(PRODUCE, ticket.produce_ms), (TOPIC_BYTES_IN, ticket.topic_bytes_in_ms)]
-        elif api_key == api_keys.FETCH:
-            candidates = [(FETCH, ticket.fetch_ms)]
-        elif ticket.mutation_quota is not None:
-            candidates = [(CONTROLLER_MUTATION, ticket.mutation_quota.throttle_time(now_ms))]
-        throttle_ms, cause = choose_throttle(r, candidates)
-        response_bytes = len(exchange.response_frame) - 4 if has_response else 0  # type: ignore[arg-type]
-        if api_key == api_keys.FETCH and ticket.fetch_bytes >= 0:
-            response_bytes = ticket.fetch_bytes
-        if api_key == api_keys.FETCH and ticket.fetch_empty is not None and throttle_ms > 0:
-            # Spec §6.1: a throttled fetch's data is not sent, so it must not count.
-            if ticket.fetch_bytes >= 0:
-                self.fetch.unrecord(user, client_id, ticket.fetch_bytes, now_ms)
+        has_response = exchange.response_frame is not None
+        if throttle_ms > 0 and ticket.fetch_empty is not None:
+            # Spec §6.1: a throttled fetch's data is not sent (its bytes were taken back).
             empty = ticket.fetch_empty(throttle_ms)
             if empty is not None:
                 exchange.replace_response(empty)
@@ -343,39 +296,23 @@ class QuotaRuntime:
         usage = self.usage
         if usage is not None:
             usage.submit(
-                UsageEvent(
-                    ts_ms=now_ms,
-                    gateway_id=self.gateway_id,
-                    listener=exchange.connection.listener,
-                    principal=exchange.principal or "",
-                    client_id=client_id,
-                    client_host=exchange.connection.client_address,
-                    api_key=api_key,
-                    api_version=exchange.api_version,
-                    request_bytes=ticket.request_bytes,
-                    response_bytes=response_bytes,
-                    topics=ticket.topics,
-                    partition_mutations=ticket.partition_mutations,
-                    gateway_time_us=gateway_us,
-                    upstream_time_us=charged_upstream_us,
-                    throttle_ms=throttle_ms,
-                    throttle_cause=cause,
-                    error_code=ticket.error_code,
+                ticket.usage_event(
+                    exchange,
+                    self.gateway_id,
+                    gateway_us,
+                    charged_upstream_us,
+                    throttle_ms,
+                    cause,
                 )
             )
 
-    def _throttle(self, exchange: Exchange, ticket: QuotaTicket, cause: str, ms: int) -> None:
+    def _throttle(self, exchange: Exchange, ticket: QuotaTicket, cause: Cause, ms: int) -> None:
         """Record the throttle in the winning quota's throttle-time sensor only (spec §6.1)."""
-        channel = exchange.connection.connection_id
-        manager: ClientQuotaManager | None = {
-            PRODUCE: self.produce,
-            FETCH: self.fetch,
-            REQUEST: self.request,
-            CONTROLLER_MUTATION: self.controller,
-        }.get(cause)
+        manager = self.managers.by_cause(cause)
         if manager is not None:
+            channel = exchange.connection.connection_id
             manager.throttle(ticket.user, ticket.client_id, channel, ms, ticket.now_ms)
-        elif cause == TOPIC_BYTES_IN:
+        elif cause is Cause.TOPIC_BYTES_IN:
             self.topic_throttles += 1
 
     # -- housekeeping ----------------------------------------------------------------------
@@ -389,10 +326,7 @@ class QuotaRuntime:
 
     def tick(self, wall_ms: int) -> None:
         """Release ended throttles, drop idle sensors, pick up store changes, refresh metrics."""
-        managers = (self.produce, self.fetch, self.request, self.controller)
-        for manager in managers:
-            manager.due_channels(wall_ms)
-            manager.expire_sensors(wall_ms)
+        self.managers.tick(wall_ms)
         # A connection's last ms only matters while it is ahead of the clock.
         self._connection_ms = {c: ms for c, ms in self._connection_ms.items() if ms >= wall_ms}
         store = self.store

@@ -2,7 +2,9 @@
 
 Every quota decision of a request uses ``now_ms = ticket.now_ms``, the wall-clock epoch
 millisecond at which the request was read (the usage event's ``ts_ms``), so that replaying
-usage events through the engine reproduces the gateway's throttles (docs/quotas.md).
+usage events through the engine reproduces the gateway's throttles (docs/quotas.md). The
+facts noted here are the ones :mod:`quotagate.quota.request_rules` classifies a request by,
+and the usage event carries them so that the replay classifies it the same way.
 """
 
 from __future__ import annotations
@@ -11,13 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from quotagate.quota import REQUEST_CAUSE, ControllerMutationQuota
-
-PRODUCE: Final = "produce"
-FETCH: Final = "fetch"
-REQUEST: Final = REQUEST_CAUSE
-CONTROLLER_MUTATION: Final = "controller_mutation"
-TOPIC_BYTES_IN: Final = "topic_bytes_in"
+from quotagate.gateway.exchange import Exchange
+from quotagate.quota import Cause, Charging, ControllerMutationQuota, OtherQuota, classify
+from quotagate.usage.schema import UsageEvent
 
 TICKET_KEY: Final = "quota"
 
@@ -31,6 +29,9 @@ class QuotaTicket:
     request_bytes: int
     acks: int | None = None
     """Produce only."""
+    follower_fetch: bool = False
+    validate_only: bool = False
+    """A mutation request that only validates: not charged to the mutation quota."""
     produce_ms: int = 0
     topic_bytes_in_ms: int = 0
     mutation_quota: ControllerMutationQuota | None = None
@@ -39,8 +40,8 @@ class QuotaTicket:
     fetch_ms: int = 0
     fetch_empty: Callable[[int], Any] | None = None
     """Builds the empty fetch response that replaces a throttled one."""
-    follower_fetch: bool = False
     topics: list[tuple[str, int]] = field(default_factory=list)
+    """Produce: record bytes per topic; mutations: partition mutations per topic."""
     partition_mutations: int = 0
     error_code: int = 0
     """The first error the gateway itself imposed."""
@@ -51,3 +52,57 @@ class QuotaTicket:
         if not self.error_code:
             self.error_code = code
 
+    def charging(self, api_key: int, api_version: int) -> Charging:
+        return classify(
+            api_key,
+            api_version,
+            acks=self.acks,
+            follower=self.follower_fetch,
+            validate_only=self.validate_only,
+        )
+
+    def other_throttles(self, other: OtherQuota) -> tuple[tuple[Cause, int], ...]:
+        """What the other quotas said, in the order ties are broken."""
+        if other is OtherQuota.PRODUCE:
+            return (Cause.PRODUCE, self.produce_ms), (Cause.TOPIC_BYTES_IN, self.topic_bytes_in_ms)
+        if other is OtherQuota.FETCH:
+            return ((Cause.FETCH, self.fetch_ms),)
+        if self.mutation_quota is not None:
+            return ((Cause.CONTROLLER_MUTATION, self.mutation_quota.throttle_time(self.now_ms)),)
+        return ()
+
+    def usage_event(
+        self,
+        exchange: Exchange,
+        gateway_id: str,
+        gateway_us: int,
+        upstream_us: int,
+        throttle_ms: int,
+        cause: Cause,
+    ) -> UsageEvent:
+        frame = exchange.response_frame
+        response_bytes = len(frame) - 4 if frame is not None else 0
+        if self.fetch_bytes >= 0:
+            response_bytes = self.fetch_bytes  # what the fetch quota counted
+        return UsageEvent(
+            ts_ms=self.now_ms,
+            gateway_id=gateway_id,
+            listener=exchange.connection.listener,
+            principal=exchange.principal or "",
+            client_id=self.client_id,
+            client_host=exchange.connection.client_address,
+            api_key=exchange.api_key,
+            api_version=exchange.api_version,
+            request_bytes=self.request_bytes,
+            response_bytes=response_bytes,
+            topics=self.topics,
+            partition_mutations=self.partition_mutations,
+            acks=self.acks,
+            follower=self.follower_fetch,
+            validate_only=self.validate_only,
+            gateway_time_us=gateway_us,
+            upstream_time_us=upstream_us,
+            throttle_ms=throttle_ms,
+            throttle_cause=cause.value,
+            error_code=self.error_code,
+        )

@@ -1,33 +1,12 @@
-"""The few Kafka API facts the pipeline needs (spec §4, §5.2, §6.1).
+"""API names as broker request logs print them, for the ingest parsers.
 
-The pipeline may only depend on ``quota`` and ``usage`` (DESIGN.md), so it keeps its own
-small table instead of importing the gateway's protocol layer.
+Which API is charged to which quota is not here: that is the engine's
+(``quotagate.quota.request_rules``), shared with the gateway.
 """
 
 from __future__ import annotations
 
 from typing import Final
-
-PRODUCE: Final = 0
-FETCH: Final = 1
-CREATE_TOPICS: Final = 19
-DELETE_TOPICS: Final = 20
-CREATE_PARTITIONS: Final = 37
-
-# KIP-599: a controller-mutation request is strict from these versions on (spec §5.2).
-STRICT_MUTATION_SINCE: Final[dict[int, int]] = {
-    CREATE_TOPICS: 6,
-    DELETE_TOPICS: 5,
-    CREATE_PARTITIONS: 3,
-}
-
-# ApiKeys with clusterAction=true, whose time goes to the exempt sensor, never to a
-# client's request quota (spec §4); except UpdateFeatures (57), which a broker throttles
-# like any admin request (RequestQuotaTest). The gateway's protocol.request_time has the
-# same set.
-REQUEST_QUOTA_EXEMPT: Final = frozenset(
-    {4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 58, 62, 63, 67, 83, 84, 85, 86, 87}
-)
 
 # ApiKeys enum names as the pre-2.8 text request log prints them.
 API_NAMES: Final[dict[str, int]] = {
@@ -100,11 +79,3 @@ API_NAMES: Final[dict[str, int]] = {
     )
 } | {"ALTER_ISR": 56, "ELECT_PREFERRED_LEADERS": 43}  # names older releases used
 
-
-def is_mutation(api_key: int) -> bool:
-    return api_key in STRICT_MUTATION_SINCE
-
-
-def is_strict_mutation(api_key: int, api_version: int) -> bool:
-    since = STRICT_MUTATION_SINCE.get(api_key)
-    return since is not None and api_version >= since

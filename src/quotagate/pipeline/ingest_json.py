@@ -13,6 +13,7 @@ from typing import Any
 
 from quotagate.pipeline import apis
 from quotagate.pipeline.logline import LineError, ParsedRequest
+from quotagate.quota import request_rules as rules
 
 _SIZE = "recordsSizeInBytes"
 
@@ -39,14 +40,27 @@ def parse_json_request(body: str) -> ParsedRequest:
         local_time_ms=_float(document, "localTimeMs"),
         throttle_time_ms=int(_float(document, "throttleTimeMs")),
     )
-    if api_key == apis.PRODUCE and isinstance(request, dict):
+    if api_key == rules.PRODUCE and isinstance(request, dict):
         parsed.topics = _produce_topics(request)
         parsed.request_bytes = sum(size for _, size in parsed.topics)
-    elif api_key == apis.FETCH:
+        acks = request.get("acks")
+        parsed.acks = acks if isinstance(acks, int) else None
+    elif api_key == rules.FETCH:
         parsed.response_bytes = sum(_sizes(response))
-    elif apis.is_mutation(api_key) and isinstance(request, dict):
+        parsed.follower = _is_follower(request)
+    elif api_key in rules.MUTATION_APIS and isinstance(request, dict):
         parsed.partition_mutations = _mutations(api_key, request, response)
+        parsed.validate_only = request.get("validateOnly") is True
     return parsed
+
+
+def _is_follower(request: Any) -> bool:
+    """A fetch from a replica: ``replicaId`` (``replicaState.replicaId`` from v15) >= 0."""
+    if not isinstance(request, dict):
+        return False
+    state = request.get("replicaState")
+    replica = state.get("replicaId") if isinstance(state, dict) else request.get("replicaId")
+    return isinstance(replica, int) and replica >= 0
 
 
 def _produce_topics(request: dict[str, Any]) -> list[tuple[str, int]]:
@@ -68,7 +82,7 @@ def _mutations(api_key: int, request: dict[str, Any], response: Any) -> int:
     successful topic counts as 1: a lower bound.
     """
     ok = _succeeded(response)
-    if api_key == apis.CREATE_TOPICS:
+    if api_key == rules.CREATE_TOPICS:
         total = 0
         for topic in request.get("topics") or []:
             if not isinstance(topic, dict) or (ok is not None and topic.get("name") not in ok):

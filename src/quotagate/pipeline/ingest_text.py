@@ -16,6 +16,7 @@ from typing import Final
 
 from quotagate.pipeline import apis
 from quotagate.pipeline.logline import LineError, ParsedRequest
+from quotagate.quota import request_rules as rules
 
 _HEADER: Final = re.compile(
     r"^RequestHeader\(apiKey=(?P<key>\w+), apiVersion=(?P<version>-?\d+), "
@@ -33,6 +34,8 @@ _PRINCIPAL: Final = re.compile(
 # TRACE-level produce requests list partitionSizes=[topic-partition=bytes,...].
 _PARTITION_SIZE: Final = re.compile(r"([^\[\],={}\s]+)-(\d+)=(\d+)")
 _RECORDS_SIZE: Final = re.compile(r"Records\(size=(\d+)")
+_ACKS: Final = re.compile(r"\backs=(-?\d+)")
+_REPLICA_ID: Final = re.compile(r"\breplicaId=(-?\d+)")
 _NUM_PARTITIONS: Final = re.compile(r"(?:numPartitions|num_partitions)=(-?\d+)")
 _ERROR_CODE: Final = re.compile(r"(?:errorCode|error_code)=(-?\d+)")
 _TOPIC_NAME: Final = re.compile(r"(?:\bname|\btopic)=['\"]?([^,'\")\s]+)")
@@ -67,13 +70,18 @@ def parse_text_request(body: str) -> ParsedRequest:
         local_time_ms=_metric(metrics, "localTime"),
         throttle_time_ms=int(_metric(metrics, "throttleTime")),
     )
-    if api_key == apis.PRODUCE:
+    if api_key == rules.PRODUCE:
         parsed.topics = _produce_topics(request)
         parsed.request_bytes = sum(size for _, size in parsed.topics)
-    elif api_key == apis.FETCH:
+        acks = _ACKS.search(request)
+        parsed.acks = int(acks.group(1)) if acks else None
+    elif api_key == rules.FETCH:
         parsed.response_bytes = sum(int(s) for s in _RECORDS_SIZE.findall(response))
-    elif apis.is_mutation(api_key):
+        replica = _REPLICA_ID.search(request)
+        parsed.follower = replica is not None and int(replica.group(1)) >= 0
+    elif api_key in rules.MUTATION_APIS:
         parsed.partition_mutations = _mutations(api_key, request, response)
+        parsed.validate_only = "validateOnly=true" in request
     return parsed
 
 
@@ -99,7 +107,7 @@ def _mutations(api_key: int, request: str, response: str) -> int:
     """As in the JSON format: partitions for CreateTopics, one per topic otherwise, and
     only for topics whose result carries error code 0 (when the response says)."""
     errors = [int(e) for e in _ERROR_CODE.findall(response)]
-    if api_key == apis.CREATE_TOPICS:
+    if api_key == rules.CREATE_TOPICS:
         counts = [max(int(n), 1) for n in _NUM_PARTITIONS.findall(request)]
         if len(errors) == len(counts):
             return sum(c for c, e in zip(counts, errors, strict=True) if e == 0)

@@ -40,6 +40,9 @@ class ParsedRequest:
     response_bytes: int = 0
     topics: list[tuple[str, int]] = field(default_factory=list)
     partition_mutations: int = 0
+    acks: int | None = None
+    follower: bool = False
+    validate_only: bool = False
 
 
 def split_line(line: str, tz: timezone) -> tuple[int, str] | None:

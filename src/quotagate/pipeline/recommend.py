@@ -20,9 +20,10 @@ import pandas as pd
 
 from quotagate.pipeline.burst import KAFKA_DEFAULT_WINDOW_NUM, deepest_backlog, window_num_for
 from quotagate.pipeline.errors import PipelineError
-from quotagate.pipeline.quotas import CONFIG_KEYS, CONTROLLER_WINDOW_NUM, CONTROLLER_WINDOW_SIZE
+from quotagate.pipeline.quotas import CONFIG_KEYS
 from quotagate.pipeline.tables import read_json, write_json
 from quotagate.quota import QuotaFile, QuotaFileEntry, dump_quota_file
+from quotagate.quota.managers import CONTROLLER_WINDOW_NUM, CONTROLLER_WINDOW_SIZE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

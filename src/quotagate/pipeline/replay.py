@@ -21,10 +21,19 @@ from quotagate.pipeline.quotas import parse_quotas
 from quotagate.pipeline.replay_core import ORDER_COLUMNS, replay_frame
 from quotagate.pipeline.sharing import replay_groups
 from quotagate.pipeline.tables import write_json
+from quotagate.quota.request_rules import MUTATION_APIS
 
 HEATMAP_BUCKETS = 48
-# What replay_core orders by, plus what the summaries compare with.
-_REPLAY_INPUT = [*ORDER_COLUMNS, "gateway_id", "throttle_ms", "throttle_cause"]
+# What replay_core orders and classifies by, plus what the summaries compare with.
+_REPLAY_INPUT = [
+    *ORDER_COLUMNS,
+    "acks",
+    "follower",
+    "validate_only",
+    "gateway_id",
+    "throttle_ms",
+    "throttle_cause",
+]
 
 
 def replay(
@@ -38,7 +47,11 @@ def replay(
     """Replay and write ``requests/``, ``entities/``, ``heatmap/`` and ``summary.json``."""
     out = Path(out)
     started = time.perf_counter()
-    events = read_usage(spark, events_path).select(*_REPLAY_INPUT)
+    usage = read_usage(spark, events_path)
+    # Per-topic counts matter only to mutations (charged topic by topic); a produce's list of
+    # topics would only weigh on the shuffle.
+    mutation_topics = F.when(F.col("api_key").isin(*MUTATION_APIS), F.col("topics"))
+    events = usage.select(*_REPLAY_INPUT, mutation_topics.alias("topics"))
     replayed = replay_dataframe(spark, events, quota_text, closed_loop=closed_loop)
     replayed.write.mode("overwrite").parquet(str(out / "requests"))
     replay_s = time.perf_counter() - started

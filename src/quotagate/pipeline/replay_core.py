@@ -1,29 +1,29 @@
 """Replay of one group of usage events through the quota engine, in one process.
 
-This is the gateway's decision sequence (DESIGN.md, spec §5.4 and §6.1) applied to
-recorded events: which quota each request is charged to, how throttles combine (max, ties
-to the request quota) and, in the closed loop, how a throttle mutes the client. The
-arithmetic itself is always ``quotagate.quota``'s.
+Which quota each request is charged to and how throttles combine are the engine's rules
+(``quotagate.quota.request_rules``, the very functions the gateway's quota stages call); this
+module only orders the events, feeds them through those rules and, in the closed loop, lets a
+throttle mute the client as the gateway would.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 import numpy as np
 import pandas as pd
 
-from quotagate.pipeline import apis
-from quotagate.pipeline.quotas import build_managers, parse_quotas
-from quotagate.pipeline.sharing import user_name
+from quotagate.pipeline.quotas import parse_quotas
 from quotagate.quota import (
-    REQUEST_CAUSE,
-    THROTTLING_QUOTA_EXCEEDED,
-    choose_throttle,
-    nanos_to_percentage,
+    Cause,
+    Charging,
+    OtherQuota,
+    QuotaManagers,
+    charge_whole,
+    classify,
+    principal_user,
 )
 
 # A total order on events: time first, then every column that describes the request, so
@@ -41,103 +41,14 @@ ORDER_COLUMNS: Final = [
     "gateway_time_us",
     "upstream_time_us",
 ]
-CAUSES: Final = ("", "produce", "fetch", REQUEST_CAUSE, "controller_mutation")
-_CAUSE_INDEX: Final = {cause: index for index, cause in enumerate(CAUSES)}
-# The quota a request is charged to besides the request quota (``Replayer.classify``).
-_NO_OTHER, _PRODUCE, _FETCH, _STRICT, _PERMISSIVE = range(5)
-_OTHER_CAUSE: Final = ("", "produce", "fetch", "controller_mutation", "controller_mutation")
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    throttle_ms: int
-    cause: int  # index into CAUSES
-    error_code: int
+CAUSES: Final = tuple(Cause)
 
 
 class Replayer:
-    """The engine's managers for one candidate configuration, and the per-request rules."""
+    """One candidate configuration's managers, charging usage events by the shared rules."""
 
     def __init__(self, quota_text: str) -> None:
-        managers = build_managers(parse_quotas(quota_text))
-        self.produce = managers.produce
-        self.fetch = managers.fetch
-        self.request = managers.request
-        self.controller = managers.controller
-        # A manager with no quota records nothing (spec §3.6); skipping its calls is
-        # only a shortcut, the results are the same.
-        self._request_on = self.request.quotas_enabled
-        self._other_on = {
-            _PRODUCE: self.produce.quotas_enabled,
-            _FETCH: self.fetch.quotas_enabled,
-            _STRICT: self.controller.quotas_enabled,
-            _PERMISSIVE: self.controller.quotas_enabled,
-        }
-
-    def classify(
-        self, api_key: int, api_version: int, response_bytes: int, mutations: int
-    ) -> tuple[bool, int]:
-        """Whether a request is charged to the request quota, and to which other quota.
-
-        Depends on nothing but the request's header and sizes, so a frame of events can
-        be classified once per distinct combination (``replay_frame``).
-        """
-        # An acks=0 produce has no response (response_bytes 0) and, as in Kafka, its time
-        # goes to the exempt sensor rather than the request quota.
-        acks_zero = api_key == apis.PRODUCE and response_bytes == 0
-        request = self._request_on and not acks_zero and api_key not in apis.REQUEST_QUOTA_EXEMPT
-        if api_key == apis.PRODUCE:
-            other = _PRODUCE
-        elif api_key == apis.FETCH:
-            other = _FETCH
-        elif mutations > 0 and apis.is_mutation(api_key):
-            other = _STRICT if apis.is_strict_mutation(api_key, api_version) else _PERMISSIVE
-        else:
-            other = _NO_OTHER
-        return request, other if self._other_on.get(other, False) else _NO_OTHER
-
-    def charge(
-        self,
-        user: str,
-        client_id: str,
-        request: bool,
-        thread_time_us: int,
-        other: int,
-        amount: int,
-        now_ms: int,
-    ) -> tuple[int, str, int]:
-        """Record one request (as ``classify`` says) and return (throttle ms, cause, error).
-
-        ``amount`` is what the other quota counts: request bytes for a produce, response
-        bytes for a fetch, partition mutations for a mutation.
-        """
-        r = (
-            self.request.record_and_get_throttle_ms(
-                user, client_id, nanos_to_percentage(thread_time_us * 1000), now_ms
-            )
-            if request
-            else 0
-        )
-        if other == _NO_OTHER:
-            throttle_ms, cause = choose_throttle(r, ())
-            return throttle_ms, cause, 0
-        error = 0
-        if other == _PRODUCE:
-            throttle = self.produce.record_and_get_throttle_ms(user, client_id, amount, now_ms)
-        elif other == _FETCH:
-            throttle = self.fetch.record_and_get_throttle_ms(user, client_id, amount, now_ms)
-            # A throttled fetch is answered empty, so its bytes must not count.
-            if throttle > 0 or r > 0:
-                self.fetch.unrecord(user, client_id, amount, now_ms)
-        elif other == _STRICT:
-            throttle = self.controller.record_and_get_throttle_ms(user, client_id, amount, now_ms)
-            error = THROTTLING_QUOTA_EXCEEDED if throttle > 0 else 0
-        else:
-            quota = self.controller.new_permissive_quota(user, client_id, now_ms)
-            quota.record(amount, now_ms)
-            throttle = quota.throttle_time(now_ms)
-        throttle_ms, cause = choose_throttle(r, ((_OTHER_CAUSE[other], throttle),))
-        return throttle_ms, cause, error
+        self.managers = QuotaManagers.from_quota_file(parse_quotas(quota_text))
 
     def decide(
         self,
@@ -145,19 +56,32 @@ class Replayer:
         client_id: str,
         api_key: int,
         api_version: int,
-        request_bytes: int,
-        response_bytes: int,
-        mutations: int,
+        amount: int,
         thread_time_us: int,
         now_ms: int,
-    ) -> Decision:
-        """One request, classified and charged."""
-        request, other = self.classify(api_key, api_version, response_bytes, mutations)
-        amount = {_PRODUCE: request_bytes, _FETCH: response_bytes}.get(other, mutations)
-        throttle_ms, cause, error = self.charge(
-            user, client_id, request, thread_time_us, other, amount, now_ms
+        *,
+        acks: int | None = None,
+        follower: bool = False,
+        validate_only: bool = False,
+        mutation_counts: Sequence[int] = (),
+    ) -> tuple[int, Cause, int]:
+        """One request: (throttle ms, cause, error). ``amount`` is what the other quota
+        counts: request bytes for a produce, response bytes for a fetch."""
+        charging = classify(
+            api_key, api_version, acks=acks, follower=follower, validate_only=validate_only
         )
-        return Decision(throttle_ms, _CAUSE_INDEX[cause], error)
+        return charge_whole(
+            self.managers,
+            charging,
+            user,
+            client_id,
+            api_key,
+            api_version,
+            thread_time_us * 1000,
+            amount,
+            mutation_counts,
+            now_ms,
+        )
 
 
 def replay_frame(events: pd.DataFrame, quota_text: str, closed_loop: bool) -> pd.DataFrame:
@@ -172,11 +96,14 @@ def replay_frame(events: pd.DataFrame, quota_text: str, closed_loop: bool) -> pd
     n = len(ordered)
     ts = ordered["ts_ms"].to_numpy(np.int64).tolist()
     principal_codes, principals = pd.factorize(ordered["principal"])
-    user_of = [user_name(p) for p in principals.tolist()]
+    user_of = [principal_user(p) for p in principals.tolist()]
     users = [user_of[c] for c in principal_codes.tolist()]
     clients = ordered["client_id"].tolist()
     units = _mute_units(ordered)
-    request, other, amount = _classify(ordered, replayer)
+    charging, amount = _classify(ordered)
+    counts = _mutation_counts(ordered, charging)
+    api_keys = ordered["api_key"].to_numpy(np.int64).tolist()
+    versions = ordered["api_version"].to_numpy(np.int64).tolist()
     thread_us = (
         ordered["gateway_time_us"].to_numpy(np.int64)
         + ordered["upstream_time_us"].to_numpy(np.int64)
@@ -186,10 +113,21 @@ def replay_frame(events: pd.DataFrame, quota_text: str, closed_loop: bool) -> pd
     cause = [""] * n
     error = [0] * n
     mute_end: dict[int, int] = {}
-    charge = replayer.charge
+    managers = replayer.managers
 
     def run(i: int, now: int) -> None:
-        t, c, e = charge(users[i], clients[i], request[i], thread_us[i], other[i], amount[i], now)
+        t, c, e = charge_whole(
+            managers,
+            charging[i],
+            users[i],
+            clients[i],
+            api_keys[i],
+            versions[i],
+            thread_us[i] * 1000,
+            amount[i],
+            counts.get(i, ()),
+            now,
+        )
         at[i], throttle[i], cause[i], error[i] = now, t, c, e
         mute_end[units[i]] = now + t
 
@@ -214,26 +152,68 @@ def replay_frame(events: pd.DataFrame, quota_text: str, closed_loop: bool) -> pd
     return result
 
 
-def _classify(ordered: pd.DataFrame, replayer: Replayer) -> tuple[list[bool], list[int], list[int]]:
-    """``Replayer.classify`` per event, called once per distinct combination, and the
-    amount each event's other quota counts."""
+def _classify(ordered: pd.DataFrame) -> tuple[list[Charging], list[int]]:
+    """The shared rules' charging per event, computed once per distinct kind of request,
+    and the amount each event's byte quota counts."""
     api_key = ordered["api_key"].to_numpy(np.int64)
     version = ordered["api_version"].to_numpy(np.int64)
-    req = ordered["request_bytes"].to_numpy(np.int64)
-    resp = ordered["response_bytes"].to_numpy(np.int64)
-    mut = ordered["partition_mutations"].to_numpy(np.int64)
-    # One integer per distinct (api key, version, has a response, mutates).
-    combined = ((api_key * 65_536 + version) * 2 + (resp == 0)) * 2 + (mut > 0)
-    inverse, _ = pd.factorize(combined)
+    # acks is null for everything but Produce; -2 stands for "no acks" in the kind key.
+    acks = _fact(ordered, "acks", "Int64", -2).to_numpy(np.int64)
+    follower = _fact(ordered, "follower", "boolean", False).to_numpy(bool)
+    validate = _fact(ordered, "validate_only", "boolean", False).to_numpy(bool)
+    kind = (((api_key * 65_536 + version) * 8 + acks + 2) * 2 + follower) * 2 + validate
+    inverse, _ = pd.factorize(kind)
     _, first = np.unique(inverse, return_index=True)
     table = [
-        replayer.classify(int(api_key[i]), int(version[i]), int(resp[i]), int(mut[i]))
+        classify(
+            int(api_key[i]),
+            int(version[i]),
+            acks=None if acks[i] == -2 else int(acks[i]),
+            follower=bool(follower[i]),
+            validate_only=bool(validate[i]),
+        )
         for i in first.tolist()
     ]
-    request = np.array([r for r, _ in table], dtype=bool)[inverse]
-    other = np.array([o for _, o in table], dtype=np.int64)[inverse]
-    amount = np.select([other == _PRODUCE, other == _FETCH, other >= _STRICT], [req, resp, mut], 0)
-    return request.tolist(), other.tolist(), amount.tolist()
+    charging = [table[k] for k in inverse.tolist()]
+    other = np.array([int(table[k].other) for k in range(len(table))], np.int64)[inverse]
+    amount = np.select(
+        [other == OtherQuota.PRODUCE, other == OtherQuota.FETCH],
+        [ordered["request_bytes"].to_numpy(np.int64), ordered["response_bytes"].to_numpy(np.int64)],
+        0,
+    )
+    return charging, amount.tolist()
+
+
+def _fact(ordered: pd.DataFrame, column: str, dtype: str, missing: object) -> Any:
+    """A request fact column with its nulls filled; frames from before the column existed
+    (or hand-built ones) have none, which reads as all missing."""
+    if column not in ordered.columns:
+        return pd.array([missing] * len(ordered), dtype=dtype)
+    return pd.array(ordered[column], dtype=dtype).fillna(missing)
+
+
+def _mutation_counts(ordered: pd.DataFrame, charging: list[Charging]) -> dict[int, list[int]]:
+    """Per-topic partition mutations of each mutation event, in request order.
+
+    The gateway records them in ``topics``; events ingested from a broker's log carry only
+    the total, which is then charged as one topic.
+    """
+    mutating = (OtherQuota.STRICT_MUTATION, OtherQuota.PERMISSIVE_MUTATION)
+    rows = [i for i, c in enumerate(charging) if c.other in mutating]
+    if not rows:
+        return {}
+    if "topics" not in ordered.columns:
+        return {i: [int(ordered["partition_mutations"].iat[i])] for i in rows}
+    topics = ordered["topics"]
+    totals = ordered["partition_mutations"]
+    counts: dict[int, list[int]] = {}
+    for i in rows:
+        listed = topics.iat[i]
+        if listed is not None and len(listed) > 0:
+            counts[i] = [int(entry["bytes"]) for entry in listed]
+        else:
+            counts[i] = [int(totals.iat[i])]
+    return counts
 
 
 def _mute_units(ordered: pd.DataFrame) -> list[int]:

@@ -19,13 +19,14 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812
 
-from quotagate.pipeline import apis
 from quotagate.pipeline.events import read_usage
 from quotagate.pipeline.levels import template_quota_text
-from quotagate.pipeline.quotas import WINDOW_NUM, parse_quotas, window_seconds
+from quotagate.pipeline.quotas import parse_quotas, window_seconds
 from quotagate.pipeline.sharing import resolve_pairs
 from quotagate.pipeline.tables import write_json
-from quotagate.quota import nanos_to_percentage
+from quotagate.quota import OtherQuota, nanos_to_percentage
+from quotagate.quota import request_rules as rules
+from quotagate.quota.managers import WINDOW_NUM
 
 KEY_COLUMNS = ["quota_type", "share_user", "share_client", "entity_user", "entity_client"]
 PERCENTILES = (0.5, 0.9, 0.95, 0.99)
@@ -109,19 +110,21 @@ def _key_table(
 def _measures(events: DataFrame) -> DataFrame:
     """One row per (event, quota type it is charged to), with the recorded unit."""
 
-    api = F.col("api_key")
+    events = _with_charging(events)
+    other = F.col("other_quota")
     percent_per_us = nanos_to_percentage(1000)
+    mutations = (int(OtherQuota.STRICT_MUTATION), int(OtherQuota.PERMISSIVE_MUTATION))
     charged: list[tuple[str, Column, Column]] = [
-        ("produce", api == apis.PRODUCE, F.col("request_bytes").cast("double")),
-        ("fetch", api == apis.FETCH, F.col("response_bytes").cast("double")),
+        ("produce", other == int(OtherQuota.PRODUCE), F.col("request_bytes").cast("double")),
+        ("fetch", other == int(OtherQuota.FETCH), F.col("response_bytes").cast("double")),
         (
             "request",
-            ~api.isin(*apis.REQUEST_QUOTA_EXEMPT),
+            F.col("request_time"),
             (F.col("gateway_time_us") + F.col("upstream_time_us")) * percent_per_us,
         ),
         (
             "controller_mutation",
-            api.isin(*apis.STRICT_MUTATION_SINCE),
+            other.isin(*mutations),
             F.col("partition_mutations").cast("double"),
         ),
     ]
@@ -144,6 +147,36 @@ def _measures(events: DataFrame) -> DataFrame:
         events.select("principal", "client_id", "window_start_ms", F.explode(entries).alias("m"))
         .where(F.col("m").isNotNull())
         .select("principal", "client_id", "window_start_ms", "m.*")
+    )
+
+
+def _with_charging(events: DataFrame) -> DataFrame:
+    """Each event with the engine's charging of its kind of request (``request_rules``):
+    classified once per distinct kind on the driver and broadcast, never restated in Spark."""
+    # Nulls never match in an equi-join: the kind key uses -2 for "no acks".
+    keyed = (
+        events.withColumn("acks_key", F.coalesce(F.col("acks").cast("int"), F.lit(-2)))
+        .withColumn("follower", F.coalesce(F.col("follower"), F.lit(False)))
+        .withColumn("validate_only", F.coalesce(F.col("validate_only"), F.lit(False)))
+    )
+    kinds = keyed.select("api_key", "api_version", "acks_key", "follower", "validate_only")
+    rows = []
+    for kind in kinds.distinct().collect():
+        charging = rules.classify(
+            kind.api_key,
+            kind.api_version,
+            acks=None if kind.acks_key == -2 else kind.acks_key,
+            follower=bool(kind.follower),
+            validate_only=bool(kind.validate_only),
+        )
+        rows.append((*kind, charging.request_time, int(charging.other)))
+    table = keyed.sparkSession.createDataFrame(
+        rows,
+        "api_key short, api_version short, acks_key int, follower boolean, "
+        "validate_only boolean, request_time boolean, other_quota int",
+    )
+    return keyed.join(
+        F.broadcast(table), ["api_key", "api_version", "acks_key", "follower", "validate_only"]
     )
 
 

@@ -10,14 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from quotagate.pipeline.quotas import QUOTA_TYPES, build_managers
-from quotagate.quota import UNBOUNDED, QuotaFile
-
-
-def user_name(principal: str) -> str:
-    """The engine's user for a principal string: ``User:alice`` -> ``alice``."""
-    _, sep, name = principal.partition(":")
-    return name if sep else principal
+from quotagate.pipeline.quotas import QUOTA_TYPES, managers_by_type
+from quotagate.quota import UNBOUNDED, QuotaFile, principal_user
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +27,10 @@ class Resolution:
 
 
 def resolve_pairs(quota_file: QuotaFile, pairs: Iterable[tuple[str, str]]) -> list[Resolution]:
-    managers = build_managers(quota_file).by_type()
+    managers = managers_by_type(quota_file)
     out: list[Resolution] = []
     for principal, client_id in pairs:
-        user = user_name(principal)
+        user = principal_user(principal)
         for quota_type in QUOTA_TYPES:
             manager = managers[quota_type]
             share_user, share_client = manager.sharing_key(user, client_id)
@@ -65,7 +59,7 @@ def replay_groups(
     group run on its own engine instance and still see exactly what one engine would.
     Types without any configured quota record nothing, so they join nobody.
     """
-    managers = build_managers(quota_file).by_type()
+    managers = managers_by_type(quota_file)
     enabled = [m for m in managers.values() if m.quotas_enabled]
     pair_list = list(dict.fromkeys(pairs))
     parent = list(range(len(pair_list)))
@@ -78,7 +72,7 @@ def replay_groups(
 
     owner: dict[tuple[int, str, str], int] = {}
     for i, (principal, client_id) in enumerate(pair_list):
-        user = user_name(principal)
+        user = principal_user(principal)
         for index, manager in enumerate(enabled):
             key = (index, *manager.sharing_key(user, client_id))
             first = owner.setdefault(key, i)

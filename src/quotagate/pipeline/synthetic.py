@@ -10,23 +10,24 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from quotagate.pipeline import apis
 from quotagate.pipeline.population import ADMIN, CONSUMER, PRODUCER, Population
+from quotagate.quota import STRICT_SINCE_VERSION
+from quotagate.quota import request_rules as rules
 from quotagate.usage.schema import TOPIC_BYTES_TYPE, USAGE_SCHEMA
 
 # (api_key, probability) per role; the rest of a role's traffic is Metadata etc.
 _API_MIX: dict[int, tuple[list[int], list[float]]] = {
-    PRODUCER: ([apis.PRODUCE, 3, 18, 22], [0.9, 0.06, 0.02, 0.02]),
-    CONSUMER: ([apis.FETCH, 8, 12, 3, 2], [0.78, 0.08, 0.1, 0.02, 0.02]),
+    PRODUCER: ([rules.PRODUCE, 3, 18, 22], [0.9, 0.06, 0.02, 0.02]),
+    CONSUMER: ([rules.FETCH, 8, 12, 3, 2], [0.78, 0.08, 0.1, 0.02, 0.02]),
     ADMIN: (
-        [apis.CREATE_TOPICS, apis.DELETE_TOPICS, apis.CREATE_PARTITIONS, 3, 32],
+        [rules.CREATE_TOPICS, rules.DELETE_TOPICS, rules.CREATE_PARTITIONS, 3, 32],
         [0.45, 0.15, 0.1, 0.2, 0.1],
     ),
 }
 _MUTATION_SIZES: dict[int, list[int]] = {
-    apis.CREATE_TOPICS: [1, 3, 6, 12, 24, 50],
-    apis.DELETE_TOPICS: [1, 3, 6, 12],
-    apis.CREATE_PARTITIONS: [1, 2, 4, 8],
+    rules.CREATE_TOPICS: [1, 3, 6, 12, 24, 50],
+    rules.DELETE_TOPICS: [1, 3, 6, 12],
+    rules.CREATE_PARTITIONS: [1, 2, 4, 8],
 }
 
 
@@ -41,7 +42,7 @@ def event_chunk(pop: Population, seed: int, chunk: int, count: int) -> pa.Record
     mutations = _mutations(rng, api_key)
     gateway_us = np.rint(rng.lognormal(np.log(120.0), 0.6, count)).astype(np.int64)
     upstream_us = np.where(
-        (api_key == apis.FETCH) | (rng.random(count) < 0.3),
+        (api_key == rules.FETCH) | (rng.random(count) < 0.3),
         0,
         np.rint(rng.lognormal(np.log(600.0), 0.9, count)),
     ).astype(np.int64)
@@ -58,6 +59,10 @@ def event_chunk(pop: Population, seed: int, chunk: int, count: int) -> pa.Record
         "response_bytes": pa.array(response_bytes, pa.int32()),
         "topics": _topics(pop, rng, client, api_key, request_bytes),
         "partition_mutations": pa.array(mutations, pa.int32()),
+        # Producers wait for the leader (acks=1); nothing else carries acks.
+        "acks": pa.array(np.ones(count, np.int8), pa.int8(), mask=api_key != rules.PRODUCE),
+        "follower": pa.array(np.zeros(count, bool), pa.bool_()),
+        "validate_only": pa.array(np.zeros(count, bool), pa.bool_()),
         "gateway_time_us": pa.array(gateway_us, pa.int64()),
         "upstream_time_us": pa.array(upstream_us, pa.int64()),
         "throttle_ms": pa.array(np.zeros(count, np.int32), pa.int32()),
@@ -96,9 +101,9 @@ def _api_keys(rng: np.random.Generator, role: npt.NDArray[np.int8]) -> npt.NDArr
 def _api_versions(
     pop: Population, api_key: npt.NDArray[np.int64], client: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
-    version = np.where(api_key == apis.PRODUCE, 9, np.where(api_key == apis.FETCH, 13, 4))
+    version = np.where(api_key == rules.PRODUCE, 9, np.where(api_key == rules.FETCH, 13, 4))
     strict = pop.strict_admin[client]
-    for key, since in apis.STRICT_MUTATION_SINCE.items():
+    for key, since in STRICT_SINCE_VERSION.items():
         mask = api_key == key
         version = np.where(mask, np.where(strict, since + 1, since - 1), version)
     return version.astype(np.int64)
@@ -114,8 +119,8 @@ def _sizes(
     payload = np.clip(rng.lognormal(pop.size_log_mean[client], 0.6), 64, 4_000_000)
     small_req = rng.integers(40, 300, count)
     small_resp = rng.integers(30, 2000, count)
-    request = np.where(api_key == apis.PRODUCE, payload + 80, small_req)
-    response = np.where(api_key == apis.FETCH, payload + 120, small_resp)
+    request = np.where(api_key == rules.PRODUCE, payload + 80, small_req)
+    response = np.where(api_key == rules.FETCH, payload + 120, small_resp)
     return np.rint(request).astype(np.int64), np.rint(response).astype(np.int64)
 
 
@@ -142,7 +147,7 @@ def _topics(
     for i, (key, who, size) in enumerate(
         zip(api_key.tolist(), client.tolist(), request_bytes.tolist(), strict=True)
     ):
-        if key == apis.PRODUCE:
+        if key == rules.PRODUCE:
             own = pop.topics[who]
             records = max(size - 80, 0)
             if second[i] and len(own) > 1:

@@ -1,6 +1,5 @@
 """Per-API facts the gateway and its stages look up: names, the versions kio models,
-header versions, where ``throttle_time_ms`` sits, when clients self-throttle (spec §6.3)
-and when controller-mutation quotas are strict (spec §5.2).
+header versions, where ``throttle_time_ms`` sits and when clients self-throttle (spec §6.3).
 
 Everything derived from kio's generated schemas is computed lazily and cached: importing
 every schema module would cost most of a second at start-up.
@@ -78,16 +77,6 @@ _SELF_THROTTLE_FROM: Final[dict[int, int]] = {
     64: 0,  # UnregisterBroker
     75: 0,  # DescribeTopicPartitions
 }
-
-# Spec §5.2: controller-mutation quotas are strict (error 89) from these versions.
-_STRICT_MUTATION_FROM: Final[dict[int, int]] = {
-    api_keys.CREATE_TOPICS: 6,
-    api_keys.DELETE_TOPICS: 5,
-    api_keys.CREATE_PARTITIONS: 3,
-}
-
-CONTROLLER_MUTATION_APIS: Final = frozenset(_STRICT_MUTATION_FROM)
-
 
 def api_name(api_key: int) -> str:
     """kio's snake_case name of an API (``"produce"``), or ``"unknown_<key>"``."""
@@ -169,10 +158,4 @@ def has_throttle_time(api_key: int, api_version: int) -> bool:
 def client_self_throttles(api_key: int, api_version: int) -> bool:
     """Whether a Java client pauses itself on a throttled response of this version (§6.3)."""
     since = _SELF_THROTTLE_FROM.get(api_key)
-    return since is not None and api_version >= since
-
-
-def is_strict_mutation(api_key: int, api_version: int) -> bool:
-    """Whether KIP-599 rejects over-quota mutations with error 89 at this version (§5.2)."""
-    since = _STRICT_MUTATION_FROM.get(api_key)
     return since is not None and api_version >= since

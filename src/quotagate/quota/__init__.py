@@ -15,20 +15,36 @@ from quotagate.quota.controller_mutation import (
     ThrottlingQuotaExceeded,
 )
 from quotagate.quota.cumulative_sum import CumulativeSum
-from quotagate.quota.entity import DEFAULT, EntityName, QuotaEntity, SharingKey, sanitize_user
+from quotagate.quota.entity import (
+    DEFAULT,
+    EntityName,
+    QuotaEntity,
+    SharingKey,
+    principal_user,
+    sanitize_user,
+)
 from quotagate.quota.entity_filter import ClientQuotaFilter, FilterComponent, MatchType
 from quotagate.quota.ewma_meter import EwmaMeter
 from quotagate.quota.java import UNBOUNDED, java_round
+from quotagate.quota.managers import QuotaManagers
 from quotagate.quota.metric_config import MetricConfig, Quota
 from quotagate.quota.quota_config import QUOTA_KEYS, QuotaConfigError, validate_alteration
 from quotagate.quota.quota_file import QuotaFile, QuotaFileEntry, dump_quota_file, load_quota_file
 from quotagate.quota.quota_type import QuotaType
 from quotagate.quota.rate import Rate, SimpleRate
 from quotagate.quota.request_quota_manager import RequestQuotaManager, nanos_to_percentage
+from quotagate.quota.request_rules import (
+    Charging,
+    OtherQuota,
+    admit_mutations,
+    charge_whole,
+    classify,
+    settle,
+)
 from quotagate.quota.sampled_stat import Avg, Max, Min, WindowedCount, WindowedSum
 from quotagate.quota.sensor import QuotaViolation, Sensor
 from quotagate.quota.throttle import bounded_throttle_time, throttle_time
-from quotagate.quota.throttle_choice import REQUEST_CAUSE, choose_throttle
+from quotagate.quota.throttle_choice import Cause, choose_throttle
 from quotagate.quota.throttled_channels import ThrottledChannels
 from quotagate.quota.token_bucket import TokenBucket
 from quotagate.quota.topic_bytes_in import Refusal, ThresholdError, TopicBytesInQuota
@@ -36,12 +52,13 @@ from quotagate.quota.topic_bytes_in import Refusal, ThresholdError, TopicBytesIn
 __all__ = [
     "DEFAULT",
     "QUOTA_KEYS",
-    "REQUEST_CAUSE",
     "STRICT_SINCE_VERSION",
     "THROTTLING_QUOTA_EXCEEDED",
     "THROTTLING_QUOTA_EXCEEDED_MESSAGE",
     "UNBOUNDED",
     "Avg",
+    "Cause",
+    "Charging",
     "ClientQuotaFilter",
     "ClientQuotaManager",
     "ControllerMutationQuota",
@@ -55,11 +72,13 @@ __all__ = [
     "Max",
     "MetricConfig",
     "Min",
+    "OtherQuota",
     "Quota",
     "QuotaConfigError",
     "QuotaEntity",
     "QuotaFile",
     "QuotaFileEntry",
+    "QuotaManagers",
     "QuotaSensorState",
     "QuotaType",
     "QuotaViolation",
@@ -76,13 +95,18 @@ __all__ = [
     "TopicBytesInQuota",
     "WindowedCount",
     "WindowedSum",
+    "admit_mutations",
     "bounded_throttle_time",
+    "charge_whole",
     "choose_throttle",
+    "classify",
     "dump_quota_file",
     "java_round",
     "load_quota_file",
     "nanos_to_percentage",
+    "principal_user",
     "sanitize_user",
+    "settle",
     "throttle_time",
     "validate_alteration",
 ]

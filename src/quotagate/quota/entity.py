@@ -29,6 +29,21 @@ EntityName: TypeAlias = str | _Default | None
 SharingKey: TypeAlias = tuple[str, str]
 
 
+ANONYMOUS_USER: Final = "ANONYMOUS"
+
+
+def principal_user(principal: str | None) -> str:
+    """The user a quota manager takes for a principal: ``User:alice`` -> ``alice``.
+
+    Kafka keys user quotas by the principal's name; a connection not (yet) authenticated is
+    Kafka's ``ANONYMOUS``.
+    """
+    if not principal:
+        return ANONYMOUS_USER
+    _, sep, name = principal.partition(":")
+    return name if sep else principal
+
+
 def sanitize_user(name: str) -> str:
     """URL-encode a principal name as Kafka's ``Sanitizer``: ``%20``, ``%2A``, ``%7E``."""
     return urllib.parse.quote(name, safe="").replace("~", "%7E")

@@ -2,24 +2,33 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
-from typing import Final
-
-REQUEST_CAUSE: Final = "request"
 
 
-def choose_throttle(request_ms: int, others: Iterable[tuple[str, int]]) -> tuple[int, str]:
-    """The largest throttle and the quota it comes from ("" when nothing throttles).
+class Cause(enum.StrEnum):
+    """The quota a throttle comes from: the one list of names (usage events, metrics, logs)."""
+
+    NONE = ""
+    PRODUCE = "produce"
+    FETCH = "fetch"
+    REQUEST = "request"
+    CONTROLLER_MUTATION = "controller_mutation"
+    TOPIC_BYTES_IN = "topic_bytes_in"
+
+
+def choose_throttle(request_ms: int, others: Iterable[tuple[Cause, int]]) -> tuple[int, Cause]:
+    """The largest throttle and the quota it comes from (``Cause.NONE`` when nothing throttles).
 
     ``others`` are the other quotas' (cause, throttle) in a fixed order; among equal values
     the first listed wins, and the request quota wins every tie, as Kafka's handlers do
     (``if (bandwidthThrottleTimeMs > requestThrottleTimeMs)`` picks the bandwidth quota
     only when strictly larger). Since Kafka 2.0 throttles combine by max, not by sum.
     """
-    best_ms, best_cause = 0, ""
+    best_ms, best_cause = 0, Cause.NONE
     for cause, ms in others:
         if ms > best_ms:
             best_ms, best_cause = ms, cause
     if request_ms >= best_ms:
-        return (request_ms, REQUEST_CAUSE) if request_ms > 0 else (0, "")
+        return (request_ms, Cause.REQUEST) if request_ms > 0 else (0, Cause.NONE)
     return best_ms, best_cause

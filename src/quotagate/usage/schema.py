@@ -1,7 +1,9 @@
 """The usage-event schema of DESIGN.md, in one place for writer and readers.
 
 One row per request the gateway handled (or, after ingest, per line of a broker's
-request log). Partitioned on disk as ``usage/date=YYYY-MM-DD/hour=HH/``.
+request log). ``topics`` holds record bytes per topic for a Produce and partition mutations
+per topic, in request order, for CreateTopics, DeleteTopics and CreatePartitions.
+Partitioned on disk as ``usage/date=YYYY-MM-DD/hour=HH/``.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import pyarrow as pa
+
+from quotagate.quota.throttle_choice import Cause
 
 TOPIC_BYTES_TYPE: Final = pa.struct([("topic", pa.string()), ("bytes", pa.int32())])
 
@@ -27,6 +31,9 @@ USAGE_SCHEMA: Final = pa.schema(
         ("response_bytes", pa.int32()),
         ("topics", pa.list_(TOPIC_BYTES_TYPE)),
         ("partition_mutations", pa.int32()),
+        ("acks", pa.int8()),
+        ("follower", pa.bool_()),
+        ("validate_only", pa.bool_()),
         ("gateway_time_us", pa.int64()),
         ("upstream_time_us", pa.int64()),
         ("throttle_ms", pa.int32()),
@@ -38,14 +45,7 @@ USAGE_SCHEMA: Final = pa.schema(
 USAGE_COLUMNS: Final = tuple(USAGE_SCHEMA.names)
 
 # Values of ``throttle_cause``; the empty string means "not throttled".
-THROTTLE_CAUSES: Final = (
-    "",
-    "produce",
-    "fetch",
-    "request",
-    "controller_mutation",
-    "topic_bytes_in",
-)
+THROTTLE_CAUSES: Final = tuple(cause.value for cause in Cause)
 
 
 @dataclass(slots=True)
@@ -64,6 +64,12 @@ class UsageEvent:
     response_bytes: int = 0
     topics: list[tuple[str, int]] = field(default_factory=list)
     partition_mutations: int = 0
+    acks: int | None = None
+    """Produce only (null elsewhere): acks=0 is exempt from the request quota."""
+    follower: bool = False
+    """A follower fetch: exempt from both quotas."""
+    validate_only: bool = False
+    """A mutation request that only validates: not charged to the mutation quota."""
     gateway_time_us: int = 0
     upstream_time_us: int = 0
     throttle_ms: int = 0

@@ -29,11 +29,9 @@ from quotagate.protocol import api_keys, api_table
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
-from quotagate.quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE, ThrottlingQuotaExceeded
+from quotagate.quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE, admit_mutations
+from quotagate.quota.request_rules import MUTATION_APIS
 
-MUTATION_APIS: Final = frozenset(
-    {api_keys.CREATE_TOPICS, api_keys.DELETE_TOPICS, api_keys.CREATE_PARTITIONS}
-)
 _REJECTED_KEY: Final = "mutation.rejected"
 _ORDER_KEY: Final = "mutation.order"
 _COUNTS_KEY: Final = "mutation.counts"
@@ -70,7 +68,7 @@ class ControllerMutationStage(Stage):
             return
         runtime = self.runtime
         ticket = runtime.ticket(exchange)
-        if refuse_unmodelled(exchange, runtime.controller.quotas_enabled):
+        if refuse_unmodelled(exchange, runtime.managers.controller.quotas_enabled):
             return
         request = modelled_request(exchange)
         if request is None:
@@ -86,27 +84,22 @@ class ControllerMutationStage(Stage):
         counts = [self._count(api_key, item) for item in items]
         state = _state(exchange)
         state[_COUNTS_KEY] = dict(zip(map(_item_key, items), counts, strict=True))
+        # The event records the demand (every counted topic, refused ones too, in request
+        # order): that is what a replay under other quotas must charge topic by topic.
+        ticket.topics = [
+            (_item_key(item), count) for item, count in zip(items, counts, strict=True)
+        ]
         if getattr(request, "validate_only", False):
-            return  # exempt (ZooKeeper-mode KIP-599); KRaft Kafka would charge it
-        # The event records the demand (every counted topic, refused ones too): that is what a
-        # replay under other quotas must charge, and it reproduces this request's decision.
+            ticket.validate_only = True  # exempt (ZooKeeper-mode KIP-599); KRaft charges it
+            return
         ticket.partition_mutations = sum(count for count in counts if count > 0)
-        quota = runtime.controller.new_quota_for(
+        quota = runtime.managers.controller.new_quota_for(
             api_key, exchange.api_version, ticket.user, ticket.client_id, ticket.now_ms
         )
         ticket.mutation_quota = quota
-        admitted: list[Any] = []
-        rejected: list[Any] = []
-        for item, count in zip(items, counts, strict=True):
-            if count <= 0:
-                admitted.append(item)  # nothing to mutate: the upstream decides (e.g. unknown)
-                continue
-            try:
-                quota.record(count, ticket.now_ms)
-            except ThrottlingQuotaExceeded:
-                rejected.append(item)
-                continue
-            admitted.append(item)
+        verdicts = admit_mutations(quota, counts, ticket.now_ms)
+        admitted = [item for item, ok in zip(items, verdicts, strict=True) if ok]
+        rejected = [item for item, ok in zip(items, verdicts, strict=True) if not ok]
         if not rejected:
             return
         ticket.impose_error(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
@@ -183,9 +176,7 @@ class ControllerMutationStage(Stage):
                 created = int(getattr(result, "num_partitions", -1))
                 facts.set_partitions(topic, created if created > 0 else counts.get(topic, 1))
             else:
-                facts.set_partitions(
-                    topic, facts.partitions.get(topic, 1) + counts.get(topic, 0)
-                )
+                facts.set_partitions(topic, facts.partitions.get(topic, 1) + counts.get(topic, 0))
 
     # -- local answers -----------------------------------------------------------------------
 

@@ -61,10 +61,10 @@ class FetchQuotaStage(Stage):
 
     def on_request(self, exchange: Exchange) -> None:
         runtime = self.runtime
-        if not (runtime.fetch.quotas_enabled or runtime.request.quotas_enabled):
+        if not (runtime.managers.fetch.quotas_enabled or runtime.managers.request.quotas_enabled):
             return
         ticket = runtime.ticket(exchange)
-        if refuse_unmodelled(exchange, runtime.fetch.quotas_enabled):
+        if refuse_unmodelled(exchange, runtime.managers.fetch.quotas_enabled):
             return
         request = modelled_request(exchange)
         if request is None:
@@ -76,7 +76,7 @@ class FetchQuotaStage(Stage):
         if int(replica_id) >= 0:
             ticket.follower_fetch = True
             return
-        cap = runtime.fetch.max_value_in_quota_window(ticket.user, ticket.client_id)
+        cap = runtime.managers.fetch.max_value_in_quota_window(ticket.user, ticket.client_id)
         max_bytes = int(request.max_bytes)
         if cap < max_bytes:
             capped = min(int(cap), _INT32_MAX)  # Java's saturating Double.toInt
@@ -105,7 +105,7 @@ class FetchQuotaStage(Stage):
             return
         size = kafka_fetch_size(frame, exchange.api_version)
         ticket.fetch_bytes = size
-        ticket.fetch_ms = self.runtime.fetch.record_and_get_throttle_ms(
+        ticket.fetch_ms = self.runtime.managers.fetch.record_and_get_throttle_ms(
             ticket.user, ticket.client_id, size, ticket.now_ms
         )
 

@@ -58,13 +58,16 @@ class ProduceQuotaStage(Stage):
         runtime = self.runtime
         ticket = runtime.ticket(exchange)
         header = exchange.header
-        metered = runtime.produce.quotas_enabled or runtime.topic_quota.total_threshold is not None
+        metered = (
+            runtime.managers.produce.quotas_enabled
+            or runtime.topic_quota.total_threshold is not None
+        )
         if refuse_unmodelled(exchange, metered) or header.body_offset < 0:
             return  # closed, or a version no configured quota needs to read: forwarded
         frame = exchange.request_frame
         ticket.acks = produce_acks(frame, header)
         ticket.topics = produce_topic_bytes(frame, header)
-        ticket.produce_ms = runtime.produce.record_and_get_throttle_ms(
+        ticket.produce_ms = runtime.managers.produce.record_and_get_throttle_ms(
             ticket.user, ticket.client_id, ticket.request_bytes, ticket.now_ms
         )
         refused = self._check_thresholds(ticket, exchange)
@@ -209,4 +212,3 @@ def _next_tick_ms(quota: TopicBytesInQuota, topic: str, now: int) -> int:
 def _topic_name(topic: Any) -> str:
     name = getattr(topic, "name", None)
     return str(name) if name is not None else str(topic.topic_id)
-

@@ -1,0 +1,230 @@
+"""What one request is charged, and which throttle it answers with: the rules, written once.
+
+Kafka spreads these over each API's handler in ``KafkaApis``; the gateway applies them to live
+traffic (its quota stages call the pieces as the request and its response pass) and the
+pipeline's replay applies them to usage events (:func:`charge_whole`, every fact at once).
+Both call this module, so a rule cannot change on one side only.
+
+The rules:
+
+* **Request time** (KIP-124) is charged to the client's request quota, except for cluster
+  actions (:data:`REQUEST_QUOTA_EXEMPT`), acks=0 produce requests (nobody waits for their
+  answer) and follower fetches; their time goes to the shared exempt sensor. Upstream service
+  time counts only where the upstream cannot park the request in purgatory
+  (:data:`UPSTREAM_WAIT_NOT_CHARGED`; acks=all produce waits for replication).
+* **One other quota** per API: Produce the request size on ``producer_byte_rate``; Fetch the
+  response size on ``consumer_byte_rate`` (a follower fetch neither); CreateTopics,
+  DeleteTopics and CreatePartitions their partition mutations on ``controller_mutation_rate``,
+  strict (topic by topic, error 89) from :data:`STRICT_SINCE_VERSION` on, permissive before,
+  and not at all for a ``validate_only`` request (the ZooKeeper-mode rule of KIP-599).
+* **One throttle** per response (KIP-219): the largest, ties to the request quota
+  (:func:`choose_throttle`); a throttled fetch's bytes are taken back, since its data is not
+  sent.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Final
+
+from quotagate.quota.controller_mutation import (
+    STRICT_SINCE_VERSION,
+    THROTTLING_QUOTA_EXCEEDED,
+    ControllerMutationQuota,
+    ThrottlingQuotaExceeded,
+)
+from quotagate.quota.managers import QuotaManagers
+from quotagate.quota.throttle_choice import Cause, choose_throttle
+
+# The API keys these rules name (Kafka's ApiKeys ids).
+PRODUCE: Final = 0
+FETCH: Final = 1
+CREATE_TOPICS: Final = 19
+DELETE_TOPICS: Final = 20
+CREATE_PARTITIONS: Final = 37
+MUTATION_APIS: Final = frozenset(STRICT_SINCE_VERSION)
+ACKS_ALL: Final = -1
+
+# ApiKeys with clusterAction=true (spec §4): a broker answers a client's request for them
+# with an error, and their time goes to the exempt sensor. UpdateFeatures (57) is the
+# exception: admin tools send it for real and the broker throttles it (RequestQuotaTest).
+REQUEST_QUOTA_EXEMPT: Final = frozenset(
+    {4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 58, 62, 63, 67, 83, 84, 85, 86, 87}
+)
+
+# API keys whose upstream time is never charged, with the reason it may wait upstream
+# (DESIGN.md "Request time"; docs/quotas.md reproduces this table).
+UPSTREAM_WAIT_NOT_CHARGED: Final[dict[int, str]] = {
+    FETCH: "long poll up to fetch.max.wait.ms (DelayedFetch)",
+    8: "OffsetCommit appends to __consumer_offsets with acks=all (DelayedProduce)",
+    11: "JoinGroup waits for the rebalance (DelayedJoin)",
+    14: "SyncGroup waits for the leader's assignment",
+    CREATE_TOPICS: "waits for the controller up to the request timeout",
+    DELETE_TOPICS: "waits for the controller up to the request timeout",
+    21: "DeleteRecords waits for followers (DelayedDeleteRecords)",
+    22: "InitProducerId appends to the transaction log with acks=all",
+    24: "AddPartitionsToTxn appends to the transaction log with acks=all",
+    25: "AddOffsetsToTxn appends to the transaction log with acks=all",
+    26: "EndTxn writes markers and waits for them",
+    28: "TxnOffsetCommit appends with acks=all",
+    CREATE_PARTITIONS: "waits for the controller up to the request timeout",
+    43: "ElectLeaders waits for the election (DelayedElectLeader)",
+    45: "AlterPartitionReassignments waits for the controller",
+    68: "ConsumerGroupHeartbeat appends to __consumer_offsets with acks=all",
+    78: "ShareFetch long-polls like Fetch (DelayedShareFetch)",
+    79: "ShareAcknowledge appends share-group state with acks=all",
+}
+
+
+class OtherQuota(enum.IntEnum):
+    """The quota a request is charged to besides the request quota."""
+
+    NONE = 0
+    PRODUCE = 1
+    FETCH = 2
+    STRICT_MUTATION = 3
+    PERMISSIVE_MUTATION = 4
+
+    @property
+    def cause(self) -> Cause:
+        return _OTHER_CAUSE[self]
+
+
+_OTHER_CAUSE: Final = {
+    OtherQuota.NONE: Cause.NONE,
+    OtherQuota.PRODUCE: Cause.PRODUCE,
+    OtherQuota.FETCH: Cause.FETCH,
+    OtherQuota.STRICT_MUTATION: Cause.CONTROLLER_MUTATION,
+    OtherQuota.PERMISSIVE_MUTATION: Cause.CONTROLLER_MUTATION,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Charging:
+    """How a kind of request is charged; depends on nothing but its header and flags."""
+
+    request_time: bool
+    """Charged to the client's request quota (else to the exempt sensor)."""
+    upstream_time: bool
+    """The upstream's service time counts as request time (else only the gateway's own)."""
+    other: OtherQuota
+
+
+@cache
+def classify(
+    api_key: int,
+    api_version: int,
+    *,
+    acks: int | None = None,
+    follower: bool = False,
+    validate_only: bool = False,
+) -> Charging:
+    """The charging of a request: ``acks`` for Produce, ``follower`` for Fetch,
+    ``validate_only`` for the mutation APIs."""
+    acks_zero = api_key == PRODUCE and acks == 0
+    request_time = not (acks_zero or follower or api_key in REQUEST_QUOTA_EXEMPT)
+    if api_key == PRODUCE:
+        upstream_time = acks != ACKS_ALL
+    else:
+        upstream_time = api_key not in UPSTREAM_WAIT_NOT_CHARGED
+    if api_key == PRODUCE:
+        other = OtherQuota.PRODUCE
+    elif api_key == FETCH:
+        other = OtherQuota.NONE if follower else OtherQuota.FETCH
+    elif api_key in MUTATION_APIS and not validate_only:
+        strict = api_version >= STRICT_SINCE_VERSION[api_key]
+        other = OtherQuota.STRICT_MUTATION if strict else OtherQuota.PERMISSIVE_MUTATION
+    else:
+        other = OtherQuota.NONE
+    return Charging(request_time, upstream_time, other)
+
+
+def admit_mutations(
+    quota: ControllerMutationQuota, counts: Sequence[int], now_ms: int
+) -> list[bool]:
+    """KIP-599: each topic's partition mutations, in request order; which were admitted.
+
+    A strict quota refuses a topic while its bucket is already negative (the topics after it
+    may still pass once they fit); a permissive one admits all and throttles afterwards.
+    A topic with nothing to mutate is admitted: the upstream decides its fate.
+    """
+    admitted: list[bool] = []
+    for count in counts:
+        if count > 0:
+            try:
+                quota.record(count, now_ms)
+            except ThrottlingQuotaExceeded:
+                admitted.append(False)
+                continue
+        admitted.append(True)
+    return admitted
+
+
+def settle(
+    managers: QuotaManagers,
+    charging: Charging,
+    user: str,
+    client_id: str,
+    request_time_ns: int,
+    others: Iterable[tuple[Cause, int]],
+    now_ms: int,
+    fetch_bytes: int = -1,
+) -> tuple[int, Cause]:
+    """The KIP-219 step once every quota has spoken: request time, the winner, the fetch
+    bytes taken back. Returns (throttle ms, cause)."""
+    request = managers.request
+    if charging.request_time:
+        request_ms = request.record_nanos_and_get_throttle_ms(
+            user, client_id, request_time_ns, now_ms
+        )
+    else:
+        request.record_exempt(request_time_ns, now_ms)
+        request_ms = 0
+    throttle_ms, cause = choose_throttle(request_ms, others)
+    if throttle_ms > 0 and fetch_bytes >= 0:
+        managers.fetch.unrecord(user, client_id, fetch_bytes, now_ms)
+    return throttle_ms, cause
+
+
+def charge_whole(
+    managers: QuotaManagers,
+    charging: Charging,
+    user: str,
+    client_id: str,
+    api_key: int,
+    api_version: int,
+    request_time_ns: int,
+    amount: int,
+    mutation_counts: Sequence[int],
+    now_ms: int,
+) -> tuple[int, Cause, int]:
+    """One request whose facts are all known at once (a usage event), in the gateway's order.
+
+    ``amount`` is the request size for a produce and the response size for a fetch;
+    ``mutation_counts`` are the per-topic partition mutations of a mutation request.
+    Returns (throttle ms, cause, error code the gateway imposed).
+    """
+    other = charging.other
+    error = 0
+    fetch_bytes = -1
+    if other is OtherQuota.NONE:
+        others: tuple[tuple[Cause, int], ...] = ()
+    elif other is OtherQuota.PRODUCE:
+        ms = managers.produce.record_and_get_throttle_ms(user, client_id, amount, now_ms)
+        others = ((Cause.PRODUCE, ms),)
+    elif other is OtherQuota.FETCH:
+        ms = managers.fetch.record_and_get_throttle_ms(user, client_id, amount, now_ms)
+        fetch_bytes = amount
+        others = ((Cause.FETCH, ms),)
+    else:
+        quota = managers.controller.new_quota_for(api_key, api_version, user, client_id, now_ms)
+        if not all(admit_mutations(quota, mutation_counts, now_ms)):
+            error = THROTTLING_QUOTA_EXCEEDED
+        others = ((Cause.CONTROLLER_MUTATION, quota.throttle_time(now_ms)),)
+    throttle_ms, cause = settle(
+        managers, charging, user, client_id, request_time_ns, others, now_ms, fetch_bytes
+    )
+    return throttle_ms, cause, error
