@@ -9,6 +9,8 @@ throttle the gateway wrote into at least 99.9 % of the requests.
 
 from __future__ import annotations
 
+import datetime
+import socket
 import threading
 import time
 import uuid
@@ -20,17 +22,22 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
+from kio.static.primitive import i32, i32Timedelta, i64
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
 from quotagate.cli import app
 from quotagate.client import AdminConfig, NewTopic, SyncAdminClient
 from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.control import build_request
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.quota_runtime import QuotaRuntime
 from quotagate.gateway.quota_settings import QuotaSettings, UsageSettings
 from quotagate.gateway.quota_stages import quota_stages
 from quotagate.pipeline.replay import replay
+from quotagate.protocol import api_keys, api_table, codec
+from quotagate.protocol.framing import FrameReader
+from quotagate.protocol.kio_nested import build, nested
 
 RUN_S = 12.0
 QUOTA_FILE = """
@@ -105,8 +112,53 @@ def _describe_cluster_storm(bootstrap: str, stop: threading.Event) -> None:
 def _create_topics(bootstrap: str, prefix: str) -> None:
     config = AdminConfig.of(bootstrap, client_id="fid-admin")
     with SyncAdminClient(config) as admin:
-        for i in range(16):  # 32 partitions against a burst of 22: some are refused, retried
-            admin.create_topics([NewTopic(f"{prefix}-{i}", 2, 1)])
+        # Three topics per strict CreateTopics: 36 partitions against a burst of 22, so some
+        # requests are admitted topic by topic in part, the refused topics retried.
+        for i in range(6):
+            admin.create_topics([NewTopic(f"{prefix}-{i}-{j}", 2, 1) for j in range(3)])
+
+
+def _follower_fetches(bootstrap: str, topic: str, stop: threading.Event) -> None:
+    """Fetches as a replica would send them (replica id >= 0), under the consumer's client
+    id: exempt from both its quotas in the gateway, and so they must be in the replay."""
+    host, _, port = bootstrap.rpartition(":")
+    fetch = nested(api_table.request_schema(api_keys.FETCH, 12), "FetchTopic")
+    partition = nested(api_table.request_schema(api_keys.FETCH, 12), "FetchPartition")
+    request = build_request(
+        api_keys.FETCH,
+        12,
+        replica_id=i32(111),
+        max_wait=i32Timedelta.parse(datetime.timedelta(0)),
+        min_bytes=i32(0),
+        max_bytes=i32(1_048_576),
+        topics=(
+            build(
+                fetch,
+                topic=topic,
+                partitions=(
+                    build(
+                        partition,
+                        partition=i32(0),
+                        fetch_offset=i64(0),
+                        partition_max_bytes=i32(1_048_576),
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+    reader = FrameReader()
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        correlation = 0
+        while not stop.is_set():
+            correlation += 1
+            sock.sendall(codec.encode_request_frame(request, correlation, "fid-consumer"))
+            while reader.next_frame() is None:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    return
+                reader.feed(chunk)
+            stop.wait(0.02)
 
 
 @pytest.mark.timeout(600)
@@ -140,6 +192,7 @@ def test_replay_reproduces_the_throttles_of_a_recorded_gateway_run(
         threading.Thread(target=_produce, args=(bootstrap, topic, stop)),
         threading.Thread(target=_consume, args=(bootstrap, topic, stop)),
         threading.Thread(target=_describe_cluster_storm, args=(bootstrap, stop)),
+        threading.Thread(target=_follower_fetches, args=(bootstrap, topic, stop)),
     ]
     admin_worker = threading.Thread(target=_create_topics, args=(bootstrap, topic))
     for worker in [*workers, admin_worker]:
@@ -158,5 +211,11 @@ def test_replay_reproduces_the_throttles_of_a_recorded_gateway_run(
     }
     assert {"produce", "fetch", "request", "controller_mutation"} <= causes, causes
     assert summary["events"] > 500, summary
+    followers = requests.where("api_key = 1 AND follower")
+    assert followers.count() > 10 and followers.where("predicted_throttle_ms > 0").count() == 0
+    mutations = requests.where("api_key = 19")
+    partly_refused = mutations.where("error_code = 89 AND size(topics) > 1").count()
+    assert partly_refused > 0, "no strict CreateTopics was refused topic by topic"
+    assert mutations.where("predicted_error_code != error_code").count() == 0
     mismatches = requests.where("predicted_throttle_ms != throttle_ms").count()
     assert summary["agreement_with_recorded"] >= 0.999, (summary, mismatches)

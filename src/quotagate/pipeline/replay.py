@@ -33,6 +33,7 @@ _REPLAY_INPUT = [
     "gateway_id",
     "throttle_ms",
     "throttle_cause",
+    "error_code",
 ]
 
 
