@@ -18,11 +18,13 @@ from typing import Any
 
 import pytest
 
-from quotagate.gateway.auth import AuthenticatorFactory
+from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.config import GatewayConfig, HostPort, ListenerConfig, validate
+from quotagate.gateway.config import GatewayConfig, ListenerConfig, validate
 from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from quotagate.gateway.plugin import Plugin
 from quotagate.gateway.stage import Stage
+from quotagate.protocol.host_port import HostPort
 
 TANSU_NODE_ID = 111  # tansu always runs as node 111
 
@@ -84,11 +86,12 @@ def start_gateway() -> Iterator[Callable[..., BackgroundGateway]]:
         upstream: str,
         *,
         stages: Sequence[Stage] = (),
+        plugins: Sequence[Plugin] = (),
         authenticator_factory: AuthenticatorFactory | None = None,
         **config: Any,
     ) -> BackgroundGateway:
         config_ = gateway_config(upstream, **config)
-        gateway = BackgroundGateway(config_, stages, authenticator_factory)
+        gateway = BackgroundGateway(config_, stages, authenticator_factory, plugins=plugins)
         gateway.start()
         gateways.append(gateway)
         return gateway

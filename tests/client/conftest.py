@@ -11,12 +11,12 @@ from typing import Any, ClassVar
 
 import pytest
 
+from quotagate.enforcement import QuotaEnforcement
+from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.settings import QuotaSettings
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.exchange import Exchange
-from quotagate.gateway.quota_runtime import QuotaRuntime
-from quotagate.gateway.quota_settings import QuotaSettings
-from quotagate.gateway.quota_stages import quota_stages
 from quotagate.gateway.stage import Stage
 
 SUPER_USER = "User:ANONYMOUS"  # PLAINTEXT connections authenticate as ANONYMOUS
@@ -79,7 +79,9 @@ def quota_gateway(
     ) -> QuotaGateway:
         runtime = QuotaRuntime(QuotaSettings(super_users=super_users, **settings))
         recorder = RecorderStage()
-        background = start_gateway(tansu.bootstrap, stages=[recorder, *quota_stages(runtime)])
+        background = start_gateway(
+            tansu.bootstrap, stages=[recorder], plugins=[QuotaEnforcement(runtime)]
+        )
         return QuotaGateway(background, runtime, recorder)
 
     return start

@@ -18,10 +18,10 @@ from quotagate.client import (
     NewTopic,
     SyncAdminClient,
 )
-from quotagate.client.config import Address
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import LOOPBACK, free_port
 from quotagate.protocol import api_keys
+from quotagate.protocol.host_port import HostPort
 
 pytestmark = pytest.mark.integration
 
@@ -110,7 +110,7 @@ def test_sync_wrapper(gateway: BackgroundGateway) -> None:
 
 
 async def test_reconnects_to_a_dead_port_back_off_exponentially() -> None:
-    dead = Address(LOOPBACK, free_port())  # nothing listens there
+    dead = HostPort(LOOPBACK, free_port())  # nothing listens there
     events = Recorder()
     config = AdminConfig((dead,), default_api_timeout_ms=2_500)
     async with AdminClient(config, events=events) as admin:

@@ -18,9 +18,10 @@ from quotagate.client.backoff_policy import (
     reconnect_backoff,
     retry_backoff,
 )
-from quotagate.client.config import Address, AdminConfig, reconnect_backoff_bounds
+from quotagate.client.config import AdminConfig, reconnect_backoff_bounds
+from quotagate.protocol.host_port import HostPort
 
-BOOTSTRAP = (Address("127.0.0.1", 9092),)
+BOOTSTRAP = (HostPort("127.0.0.1", 9092),)
 SEED = 580
 
 

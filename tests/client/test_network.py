@@ -6,9 +6,10 @@ import asyncio
 import math
 
 from quotagate.client.clock import monotonic_ms
-from quotagate.client.config import Address, AdminConfig
+from quotagate.client.config import AdminConfig
 from quotagate.client.network import NetworkClient
 from quotagate.client.node import Node
+from quotagate.protocol.host_port import HostPort
 
 
 async def test_a_setup_cancelled_during_api_versions_closes_its_connection() -> None:
@@ -24,7 +25,7 @@ async def test_a_setup_cancelled_during_api_versions_closes_its_connection() -> 
 
     server = await asyncio.start_server(silent_broker, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    address = Address("127.0.0.1", port)
+    address = HostPort("127.0.0.1", port)
     network = NetworkClient(AdminConfig((address,)), monotonic_ms)
     try:
         setup = asyncio.create_task(network.ready(Node(-1, address), math.inf))

@@ -20,9 +20,9 @@ from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
 from kio.static.primitive import i8, i32, i64
 
 from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.config import HostPort
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.protocol import codec
+from quotagate.protocol.host_port import HostPort
 
 pytestmark = pytest.mark.integration
 

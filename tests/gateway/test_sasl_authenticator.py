@@ -19,8 +19,8 @@ from kio.schema.sasl_handshake import v1 as handshake_v1
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32
 
-from quotagate.gateway.auth import AuthContext, AuthResult
-from quotagate.gateway.sasl import SaslAuthenticator, SaslAuthenticatorFactory
+from quotagate.gateway.auth.authenticator import AuthContext, AuthResult
+from quotagate.gateway.auth.sasl import SaslAuthenticator, SaslAuthenticatorFactory
 from quotagate.store.credentials import CredentialStore
 
 AUTHENTICATE = {0: authenticate_v0, 1: authenticate_v1, 2: authenticate_v2}

@@ -30,9 +30,9 @@ from kio.schema.sasl_handshake import v0 as handshake_v0
 from kio.schema.sasl_handshake import v1 as handshake_v1
 from kio.serial import entity_reader, entity_writer
 
+from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
-from quotagate.gateway.sasl import SaslAuthenticatorFactory
 from quotagate.store.credentials import CredentialStore
 
 pytestmark = pytest.mark.integration

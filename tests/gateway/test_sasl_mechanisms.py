@@ -8,9 +8,9 @@ from collections.abc import Callable
 import pytest
 from kafka.net.sasl.scram import ScramClient
 
-from quotagate.gateway.sasl_mechanism import SaslError
-from quotagate.gateway.sasl_plain import PlainServer
-from quotagate.gateway.sasl_scram import ScramServer
+from quotagate.gateway.auth.mechanism import SaslError
+from quotagate.gateway.auth.plain import PlainServer
+from quotagate.gateway.auth.scram import ScramServer
 from quotagate.store.scram import ScramKeys, ScramMechanism, derive_keys
 
 SHA256 = ScramMechanism.SCRAM_SHA_256

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from quotagate.gateway.auth import AuthContext
+from quotagate.gateway.auth.authenticator import AuthContext
+from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
+from quotagate.gateway.auth.setup import authenticator_factory
 from quotagate.gateway.config import ConfigError, parse_config
-from quotagate.gateway.sasl import SaslAuthenticatorFactory
-from quotagate.gateway.sasl_setup import authenticator_factory
 from quotagate.store.credentials import CredentialStore
 
 

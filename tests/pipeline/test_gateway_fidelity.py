@@ -28,12 +28,12 @@ from typer.testing import CliRunner
 
 from quotagate.cli import app
 from quotagate.client import AdminConfig, NewTopic, SyncAdminClient
+from quotagate.enforcement import QuotaEnforcement
+from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.settings import QuotaSettings, UsageSettings
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.control import build_request
 from quotagate.gateway.embedded import TansuBroker
-from quotagate.gateway.quota_runtime import QuotaRuntime
-from quotagate.gateway.quota_settings import QuotaSettings, UsageSettings
-from quotagate.gateway.quota_stages import quota_stages
 from quotagate.pipeline.replay import replay
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.framing import FrameReader
@@ -177,7 +177,7 @@ def test_replay_reproduces_the_throttles_of_a_recorded_gateway_run(
             usage=UsageSettings(path=usage_dir, roll_interval_s=3600.0),
         )
     )
-    gateway = start_gateway(broker.bootstrap, stages=quota_stages(runtime))
+    gateway = start_gateway(broker.bootstrap, plugins=[QuotaEnforcement(runtime)])
     bootstrap = str(gateway.bootstrap)
     quota_path = tmp_path / "quotas.toml"
     quota_path.write_text(QUOTA_FILE, encoding="utf-8")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from quotagate.client.config import Address
 from quotagate.client.node import Node
+from quotagate.protocol.host_port import HostPort
 
 
 class Cluster:
-    def __init__(self, bootstrap: Sequence[Address]) -> None:
+    def __init__(self, bootstrap: Sequence[HostPort]) -> None:
         # Negative ids, as Kafka gives bootstrap nodes, never collide with broker ids.
         self._bootstrap = [Node(-(index + 1), address) for index, address in enumerate(bootstrap)]
         self._brokers: dict[int, Node] = {}
@@ -36,7 +36,7 @@ class Cluster:
     def update(self, response: Any) -> None:
         """Take brokers and controller from a Metadata response (any version)."""
         self._brokers = {
-            int(broker.node_id): Node(int(broker.node_id), Address(broker.host, int(broker.port)))
+            int(broker.node_id): Node(int(broker.node_id), HostPort(broker.host, int(broker.port)))
             for broker in response.brokers
         }
         controller = getattr(response, "controller_id", None)

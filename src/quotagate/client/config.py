@@ -5,31 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from quotagate.protocol.host_port import HostPort
+
 INT32_MAX: Final = 2_147_483_647
 DEFAULT_RECONNECT_BACKOFF_MS: Final = 50
 DEFAULT_RECONNECT_BACKOFF_MAX_MS: Final = 1000
 
 
-@dataclass(frozen=True, slots=True)
-class Address:
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-
-def parse_bootstrap(servers: str) -> tuple[Address, ...]:
+def parse_bootstrap(servers: str) -> tuple[HostPort, ...]:
     """``"host:port,host:port"`` (IPv6 hosts in brackets) as addresses."""
-    result: list[Address] = []
-    for raw in servers.split(","):
-        item = raw.strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ValueError(f"bootstrap server {item!r} is not HOST:PORT")
-        result.append(Address(host.strip("[]"), int(port)))
+    result = [HostPort.parse(item) for item in servers.split(",") if item.strip()]
     if not result:
         raise ValueError("no bootstrap servers given")
     return tuple(result)
@@ -40,7 +25,7 @@ class AdminConfig:
     """``reconnect_backoff_ms`` / ``reconnect_backoff_max_ms`` left as None mean "not set",
     which matters for the rule of spec §7.2 (see :func:`reconnect_backoff_bounds`)."""
 
-    bootstrap_servers: tuple[Address, ...]
+    bootstrap_servers: tuple[HostPort, ...]
     client_id: str = "quotagate-admin"
     request_timeout_ms: int = 30_000
     default_api_timeout_ms: int = 60_000

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from quotagate.client.clock import Clock
-from quotagate.client.config import Address
 from quotagate.client.errors import (
     ConnectError,
     KafkaError,
@@ -33,6 +32,7 @@ from quotagate.protocol.headers import (
     HeaderError,
     response_correlation_id,
 )
+from quotagate.protocol.host_port import HostPort
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ class BrokerConnection:
     def __init__(
         self,
         node_id: int,
-        address: Address,
+        address: HostPort,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         client_id: str,
@@ -71,7 +71,7 @@ class BrokerConnection:
     async def open(
         cls,
         node_id: int,
-        address: Address,
+        address: HostPort,
         timeout_ms: float,
         client_id: str,
         clock: Clock,

@@ -6,10 +6,10 @@ import asyncio
 from dataclasses import dataclass
 
 from quotagate.client.backoff_policy import ReconnectState, SetupTimeoutState
-from quotagate.client.config import Address
 from quotagate.client.connection import BrokerConnection
 from quotagate.client.throttle import NodeThrottle
 from quotagate.protocol.api_support import VersionRange
+from quotagate.protocol.host_port import HostPort
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,7 +17,7 @@ class Node:
     """A broker; bootstrap servers get negative ids until metadata names the real ones."""
 
     node_id: int
-    address: Address
+    address: HostPort
 
 
 class NodeState:

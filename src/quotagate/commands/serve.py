@@ -12,8 +12,9 @@ from typing import Annotated
 import typer
 import uvloop
 
-from quotagate.gateway import sasl_setup
-from quotagate.gateway.auth import AuthenticatorFactory
+from quotagate.enforcement import QuotaCollector, QuotaEnforcement
+from quotagate.gateway.auth import setup as sasl_setup
+from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.config import (
     ConfigError,
     GatewayConfig,
@@ -23,11 +24,9 @@ from quotagate.gateway.config import (
     with_overrides,
 )
 from quotagate.gateway.embedded import EmbeddedBrokerError, TansuBroker
-from quotagate.gateway.logs import configure_logging
 from quotagate.gateway.metrics import GatewayMetrics
-from quotagate.gateway.quota_metrics import QuotaCollector
-from quotagate.gateway.quota_stages import quota_stages_for
 from quotagate.gateway.server import Gateway
+from quotagate.logs import configure_logging
 
 
 def serve(
@@ -102,9 +101,11 @@ async def _serve(settings: GatewayConfig, factory: AuthenticatorFactory | None) 
         loop.add_signal_handler(sig, stop.set)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     metrics = GatewayMetrics()
-    runtime, stages = quota_stages_for(settings)
-    metrics.registry.register(QuotaCollector(runtime))
-    gateway = Gateway(settings, stages, authenticator_factory=factory, metrics=metrics)
+    enforcement = QuotaEnforcement.from_config(settings)
+    metrics.registry.register(QuotaCollector(enforcement.runtime))
+    gateway = Gateway(
+        settings, authenticator_factory=factory, metrics=metrics, plugins=[enforcement]
+    )
     await gateway.start()
     for name, address in gateway.bootstrap.items():
         listener = gateway.listeners[name].config

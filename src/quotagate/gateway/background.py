@@ -10,10 +10,12 @@ from types import TracebackType
 
 import uvloop
 
-from quotagate.gateway.auth import AuthenticatorFactory
-from quotagate.gateway.config import GatewayConfig, HostPort
+from quotagate.gateway.auth.authenticator import AuthenticatorFactory
+from quotagate.gateway.config import GatewayConfig
+from quotagate.gateway.plugin import Plugin
 from quotagate.gateway.server import Gateway
 from quotagate.gateway.stage import Stage
+from quotagate.protocol.host_port import HostPort
 
 
 class BackgroundGateway:
@@ -22,9 +24,11 @@ class BackgroundGateway:
         config: GatewayConfig,
         stages: Sequence[Stage] = (),
         authenticator_factory: AuthenticatorFactory | None = None,
+        plugins: Sequence[Plugin] = (),
     ) -> None:
         self._config = config
         self._stages = stages
+        self._plugins = plugins
         self._authenticator_factory = authenticator_factory
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -62,7 +66,7 @@ class BackgroundGateway:
         self._stop = asyncio.Event()
         try:
             self._gateway = Gateway(
-                self._config, self._stages, self._authenticator_factory
+                self._config, self._stages, self._authenticator_factory, plugins=self._plugins
             )
             await self._gateway.start()
         except BaseException as exc:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quotagate.gateway.config import HostPort
+from quotagate.protocol.host_port import HostPort
 
 
 class BrokerDirectory:

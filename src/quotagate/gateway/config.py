@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from quotagate.gateway.auth import SASL_MECHANISMS, SecurityProtocol
+from quotagate.gateway.auth.authenticator import SASL_MECHANISMS, SecurityProtocol
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
+from quotagate.protocol.host_port import HostPort
 
 INT32_MAX: Final = 2_147_483_647
 INT64_MAX: Final = 9_223_372_036_854_775_807
@@ -27,15 +28,6 @@ DEFAULT_LISTEN: Final = "127.0.0.1:9192"
 
 class ConfigError(ValueError):
     """A configuration mistake, with a message meant for the person who made it."""
-
-
-@dataclass(frozen=True, slots=True)
-class HostPort:
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +85,7 @@ class GatewayConfig:
 # -- value parsers: each returns the value or raises ConfigError(reason, how to fix) ----------
 
 
-def _int(minimum: int, maximum: int = INT32_MAX) -> Callable[[str, Any], int]:
+def integer(minimum: int, maximum: int = INT32_MAX) -> Callable[[str, Any], int]:
     def parse(key: str, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(
@@ -133,11 +125,12 @@ def parse_host_port(key: str, value: Any) -> HostPort:
     example = f'{key} = "127.0.0.1:9092"'
     if not isinstance(value, str):
         raise ConfigError(f"{key} = {value!r} must be a HOST:PORT string, e.g. {example}")
-    host, sep, port_text = value.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise ConfigError(f"{key} = {value!r} is not HOST:PORT (port 0-65535); e.g. {example}")
-    return HostPort(host, int(port_text))
+    try:
+        return HostPort.parse(value)
+    except ValueError:
+        raise ConfigError(
+            f"{key} = {value!r} is not HOST:PORT (port 0-65535); e.g. {example}"
+        ) from None
 
 
 def _host_ports(key: str, value: Any) -> tuple[HostPort, ...]:
@@ -170,58 +163,54 @@ def _sasl_mechanisms(key: str, value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
-_Spec = tuple[str, Callable[[str, Any], Any]]  # (dataclass field, parser)
+KeySpec = tuple[str, Callable[[str, Any], Any]]  # (dataclass field, parser)
 
-_GATEWAY_KEYS: Final[dict[str, _Spec]] = {
+_GATEWAY_KEYS: Final[dict[str, KeySpec]] = {
     "id": ("gateway_id", _str),
-    "socket.request.max.bytes": ("socket_request_max_bytes", _int(1)),
-    "max.connections": ("max_connections", _int(1)),
-    "connections.max.idle.ms": ("connections_max_idle_ms", _int(1)),
+    "socket.request.max.bytes": ("socket_request_max_bytes", integer(1)),
+    "max.connections": ("max_connections", integer(1)),
+    "connections.max.idle.ms": ("connections_max_idle_ms", integer(1)),
     "queued.max.request.bytes": ("queued_max_request_bytes", _bytes_or_unbounded),
-    "queued.max.requests": ("queued_max_requests", _int(1)),
-    "frame.read.timeout.ms": ("frame_read_timeout_ms", _int(1)),
-    "reconnect.backoff.ms": ("reconnect_backoff_ms", _int(0)),
-    "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", _int(0)),
-    "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", _int(1)),
-    "upstream.connect.timeout.ms": ("upstream_connect_timeout_ms", _int(0)),
-    "shutdown.timeout.ms": ("shutdown_timeout_ms", _int(0)),
+    "queued.max.requests": ("queued_max_requests", integer(1)),
+    "frame.read.timeout.ms": ("frame_read_timeout_ms", integer(1)),
+    "reconnect.backoff.ms": ("reconnect_backoff_ms", integer(0)),
+    "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", integer(0)),
+    "socket.connection.setup.timeout.ms": ("socket_connection_setup_timeout_ms", integer(1)),
+    "upstream.connect.timeout.ms": ("upstream_connect_timeout_ms", integer(0)),
+    "shutdown.timeout.ms": ("shutdown_timeout_ms", integer(0)),
     "connection.failed.authentication.delay.ms": (
         "connection_failed_authentication_delay_ms",
-        _int(0),
+        integer(0),
     ),
 }
-_UPSTREAM_KEYS: Final[dict[str, _Spec]] = {
+_UPSTREAM_KEYS: Final[dict[str, KeySpec]] = {
     "bootstrap.servers": ("bootstrap_servers", _host_ports),
 }
-_METRICS_KEYS: Final[dict[str, _Spec]] = {
+_METRICS_KEYS: Final[dict[str, KeySpec]] = {
     "listen": ("metrics_listen", parse_host_port),
 }
-_LOG_KEYS: Final[dict[str, _Spec]] = {
+_LOG_KEYS: Final[dict[str, KeySpec]] = {
     "level": ("log_level", _choice("DEBUG", "INFO", "WARNING", "ERROR")),
 }
-_LISTENER_KEYS: Final[dict[str, _Spec]] = {
+_LISTENER_KEYS: Final[dict[str, KeySpec]] = {
     "name": ("name", _str),
     "listen": ("listen", parse_host_port),
     "security.protocol": ("security_protocol", _choice(*SecurityProtocol.ALL)),
     "advertised.host": ("advertised_host", _str),
-    "broker.port.start": ("broker_port_start", _int(1, 65535)),
-    "broker.node.id.start": ("broker_node_id_start", _int(0)),
-    "broker.port.count": ("broker_port_count", _int(1, 65535)),
+    "broker.port.start": ("broker_port_start", integer(1, 65535)),
+    "broker.node.id.start": ("broker_node_id_start", integer(0)),
+    "broker.port.count": ("broker_port_count", integer(1, 65535)),
     "ssl.certificate.location": ("ssl_certificate_location", _str),
     "ssl.key.location": ("ssl_key_location", _str),
     "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", _sasl_mechanisms),
 }
-_STORE_KEYS: Final[dict[str, _Spec]] = {
+_STORE_KEYS: Final[dict[str, KeySpec]] = {
     "path": ("store_path", _str),
 }
 _SECTIONS: Final = ("gateway", "upstream", "listeners", "metrics", "log", "store")
-
-_extra_sections: set[str] = set()
-
-
-def register_section(name: str) -> None:
-    """Let another component own ``[name]``; its contents land in ``GatewayConfig.extra``."""
-    _extra_sections.add(name)
+PLUGIN_SECTIONS: Final = ("quotas", "usage")
+"""Sections the gateway hands over whole, in ``GatewayConfig.extra``, to the plug-in that
+parses them (quota enforcement: ``quotagate.enforcement.settings``)."""
 
 
 def load_config(path: Path) -> GatewayConfig:
@@ -240,7 +229,7 @@ def load_config(path: Path) -> GatewayConfig:
 
 
 def parse_config(document: Mapping[str, Any]) -> GatewayConfig:
-    known = (*_SECTIONS, *sorted(_extra_sections))
+    known = (*_SECTIONS, *PLUGIN_SECTIONS)
     for section in document:
         if section not in known:
             raise ConfigError(
@@ -255,12 +244,12 @@ def parse_config(document: Mapping[str, Any]) -> GatewayConfig:
         ("log", _LOG_KEYS),
         ("store", _STORE_KEYS),
     ):
-        values.update(_parse_section(section, document.get(section, {}), keys))
+        values.update(parse_section(section, document.get(section, {}), keys))
     listeners = document.get("listeners", [])
     if not isinstance(listeners, list):
         raise ConfigError("listeners must be an array of tables: write [[listeners]] blocks")
     parsed = tuple(_parse_listener(i, table) for i, table in enumerate(listeners))
-    extra = {name: document[name] for name in _extra_sections if name in document}
+    extra = {name: document[name] for name in PLUGIN_SECTIONS if name in document}
     config = GatewayConfig(listeners=parsed, extra=extra, **values)
     return validate(config)
 
@@ -345,7 +334,7 @@ def _with_listener_defaults(listener: ListenerConfig) -> ListenerConfig:
 def _parse_listener(index: int, table: Any) -> ListenerConfig:
     if not isinstance(table, dict):
         raise ConfigError("listeners must be an array of tables: write [[listeners]] blocks")
-    values = _parse_section(f"listeners #{index + 1}", table, _LISTENER_KEYS)
+    values = parse_section(f"listeners #{index + 1}", table, _LISTENER_KEYS)
     if "listen" not in values:
         raise ConfigError(
             f'[[listeners]] #{index + 1} has no listen address; add listen = "{DEFAULT_LISTEN}"'
@@ -354,7 +343,7 @@ def _parse_listener(index: int, table: Any) -> ListenerConfig:
     return ListenerConfig(**values)
 
 
-def _parse_section(name: str, table: Any, keys: Mapping[str, _Spec]) -> dict[str, Any]:
+def parse_section(name: str, table: Any, keys: Mapping[str, KeySpec]) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise ConfigError(f"[{name}] must be a table")
     parsed: dict[str, Any] = {}

@@ -26,16 +26,15 @@ import time
 from collections import deque
 from typing import Final, cast
 
-from quotagate.gateway.auth import (
+from quotagate.gateway.auth.authenticator import (
     ANONYMOUS,
     AuthContext,
     Authenticator,
     AuthResult,
     SecurityProtocol,
 )
-from quotagate.gateway.config import HostPort, ListenerConfig
+from quotagate.gateway.config import ListenerConfig
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
-from quotagate.gateway.logs import kv
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.upstream import (
     AddressPicker,
@@ -44,15 +43,17 @@ from quotagate.gateway.upstream import (
     open_upstream,
     relay_buffer_limits,
 )
+from quotagate.logs import error_text, kv
 from quotagate.protocol import api_keys
-from quotagate.protocol.framing import FrameError, FrameReader
+from quotagate.protocol.errors import ProtocolError
+from quotagate.protocol.framing import FrameReader
 from quotagate.protocol.headers import (
     HeaderError,
     RequestHeader,
     parse_request_header,
     response_correlation_id,
 )
-from quotagate.protocol.produce import produce_acks
+from quotagate.protocol.host_port import HostPort
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,7 @@ class ClientConnection(asyncio.Protocol):
                 upstream=address,
                 attempt=attempt,
                 retry_in_ms=round(delay_s * 1000),
-                error=str(exc) or type(exc).__name__,
+                error=error_text(exc),
             )
         )
 
@@ -356,11 +357,8 @@ class ClientConnection(asyncio.Protocol):
                 if frame is None:
                     break
                 self._on_request(frame)
-        except FrameError as exc:
-            self._protocol_error("bad_frame", str(exc))
-            return False
-        except HeaderError as exc:
-            self._protocol_error("bad_header", str(exc))
+        except ProtocolError as exc:
+            self._protocol_error(exc.reason, str(exc))
             return False
         except Exception as exc:  # a failing stage must not take the gateway down
             log.exception(kv("stage_failed", id=self.info.connection_id, error=exc))
@@ -436,15 +434,13 @@ class ClientConnection(asyncio.Protocol):
             exchange.close_after_response = True
 
     def _forward(self, exchange: Exchange) -> None:
-        frame = exchange.request_frame
-        header = exchange.header
         # acks=0 produce requests get no response from the broker: expect none.
-        if header.api_key == api_keys.PRODUCE and produce_acks(frame, header) == 0:
+        if exchange.header.api_key == api_keys.PRODUCE and exchange.acks == 0:
             exchange.done = True
         else:
             self._awaiting.append(exchange)
         exchange.forwarded_ns = time.monotonic_ns()
-        self._to_upstream.append(frame)
+        self._to_upstream.append(exchange.request_frame)
 
     # -- upstream → gateway ---------------------------------------------------------------
 
@@ -457,7 +453,7 @@ class ClientConnection(asyncio.Protocol):
                 if frame is None:
                     break
                 self._on_response(frame)
-        except (FrameError, HeaderError) as exc:
+        except ProtocolError as exc:
             self.close(f"bad upstream response: {exc}", logging.ERROR)
             return
         except Exception as exc:

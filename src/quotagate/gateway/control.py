@@ -8,10 +8,10 @@ import asyncio
 import dataclasses
 from typing import Any, cast
 
-from quotagate.gateway.config import HostPort
 from quotagate.protocol import api_table, codec
 from quotagate.protocol.framing import FrameReader
 from quotagate.protocol.headers import response_correlation_id
+from quotagate.protocol.host_port import HostPort
 
 
 class ControlChannel(asyncio.Protocol):

@@ -11,11 +11,11 @@ import logging
 from collections.abc import Callable, Iterable
 
 from quotagate.gateway.chain import StageChain
-from quotagate.gateway.config import HostPort
 from quotagate.gateway.control import ControlChannel, build_request
-from quotagate.gateway.logs import kv
 from quotagate.gateway.upstream import UpstreamHealth
-from quotagate.protocol import api_keys, api_support, api_table
+from quotagate.logs import error_text, kv
+from quotagate.protocol import api_keys, api_support
+from quotagate.protocol.host_port import HostPort
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ async def discover(
                     upstream=address,
                     attempt=attempt,
                     retry_in_ms=round(delay * 1000),
-                    error=exc or type(exc).__name__,
+                    error=error_text(exc),
                 )
             )
             continue
@@ -54,17 +54,13 @@ async def discover(
         return
 
 
-async def _discover_once(
-    address: HostPort, chain: StageChain, sinks: list[BrokerSink]
-) -> None:
+async def _discover_once(address: HostPort, chain: StageChain, sinks: list[BrokerSink]) -> None:
     channel = await ControlChannel.open(address, _TIMEOUT_S)
     try:
-        versions = await channel.request(
-            build_request(api_keys.API_VERSIONS, 0), _TIMEOUT_S
-        )
+        versions = await channel.request(build_request(api_keys.API_VERSIONS, 0), _TIMEOUT_S)
         ranges = api_support.advertised_ranges(versions)
         chain.learn_upstream(ranges)
-        metadata_version = _best_version(api_keys.METADATA, ranges)
+        metadata_version = api_support.best_version(api_keys.METADATA, ranges)
         metadata = await channel.request(
             build_request(
                 api_keys.METADATA,
@@ -88,12 +84,3 @@ async def _discover_once(
             brokers=",".join(f"{b.node_id}@{b.host}:{b.port}" for b in metadata.brokers),
         )
     )
-
-
-def _best_version(api_key: int, ranges: list[api_support.VersionRange]) -> int:
-    ours = api_table.modelled_versions(api_key)
-    assert ours is not None
-    for entry in ranges:
-        if entry.api_key == api_key:
-            return min(entry.max_version, ours.stop - 1)
-    return ours.start

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from quotagate.protocol import codec, throttle_time
-from quotagate.protocol.headers import RequestHeader
+from quotagate.protocol import api_keys, codec, throttle_time
+from quotagate.protocol.headers import HeaderError, RequestHeader
+from quotagate.protocol.produce import produce_acks
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -45,12 +48,27 @@ class Outcome(Enum):
     CLOSE = "close"
 
 
+class StateKey(Generic[T]):
+    """A typed slot of per-request scratch state; each stage module makes its own at import,
+    so two stages can never clash on a name, and what comes out has the type that went in."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"StateKey({self.name!r})"
+
+
 class Exchange:
     """A request, what the stages decided about it, and (later) its response."""
 
     __slots__ = (
+        "_acks",
         "_request_body",
         "_response_body",
+        "_state",
         "close_after_response",
         "close_reason",
         "connection",
@@ -65,7 +83,6 @@ class Exchange:
         "request_frame",
         "response_frame",
         "stages_seen",
-        "state",
         "upstream_ns",
     )
 
@@ -97,10 +114,21 @@ class Exchange:
         self.upstream_ns = 0
         """Monotonic nanoseconds between forwarding and the upstream response (0 if local)."""
         self.stages_seen = 0
-        self.state: dict[str, Any] | None = None
-        """Scratch space a stage may use to carry data from request to response."""
+        self._state: dict[StateKey[Any], Any] | None = None
         self._request_body: Any = None
+        self._acks: int | None = None
         self._response_body: Any = None
+
+    def get(self, key: StateKey[T]) -> T | None:
+        """What a stage put under ``key`` for this request, or None."""
+        state = self._state
+        return None if state is None else state.get(key)
+
+    def put(self, key: StateKey[T], value: T) -> None:
+        """Carry ``value`` from the request to its response (or to a later stage)."""
+        if self._state is None:
+            self._state = {}
+        self._state[key] = value
 
     @property
     def api_key(self) -> int:
@@ -115,6 +143,19 @@ class Exchange:
         return self.connection.principal
 
     # -- request side ---------------------------------------------------------------------
+
+    @property
+    def acks(self) -> int:
+        """A Produce request's ``acks``, read from the raw bytes once (acks=0: no response).
+
+        Raises :class:`quotagate.protocol.headers.HeaderError` for other APIs and for Produce
+        versions without a modelled header.
+        """
+        if self._acks is None:
+            if self.header.api_key != api_keys.PRODUCE:
+                raise HeaderError(f"api {self.header.api_key} has no acks")
+            self._acks = produce_acks(self.request_frame, self.header)
+        return self._acks
 
     def request_body(self) -> Any:
         """The request body as a kio entity, decoded on first use.

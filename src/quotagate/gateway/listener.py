@@ -13,13 +13,14 @@ import logging
 import socket
 import ssl
 
-from quotagate.gateway.auth import SecurityProtocol
-from quotagate.gateway.config import HostPort, ListenerConfig
+from quotagate.gateway.auth.authenticator import SecurityProtocol
+from quotagate.gateway.builtin.broker_addresses import UnmappableBrokerError
+from quotagate.gateway.config import ListenerConfig
 from quotagate.gateway.connection import ClientConnection
-from quotagate.gateway.logs import kv
 from quotagate.gateway.services import GatewayServices
-from quotagate.gateway.stages.broker_addresses import UnmappableBrokerError
 from quotagate.gateway.tls import server_context
+from quotagate.logs import kv
+from quotagate.protocol.host_port import HostPort
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +109,7 @@ class Listener:
             )
         )
         task.add_done_callback(self._server_started)
-        log.info(
-            kv("broker_port_opened", listener=self.config.name, node_id=node_id, port=port)
-        )
+        log.info(kv("broker_port_opened", listener=self.config.name, node_id=node_id, port=port))
         return port
 
     def _server_started(self, task: asyncio.Task[asyncio.Server]) -> None:

@@ -10,21 +10,23 @@ from typing import Any
 
 from prometheus_client import start_http_server
 
-from quotagate.gateway.auth import AuthenticatorFactory
+from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.brokers import BrokerDirectory
+from quotagate.gateway.builtin.api_versions import ApiVersionsStage
+from quotagate.gateway.builtin.broker_addresses import BrokerAddressStage
+from quotagate.gateway.builtin.sasl_on_plaintext import SaslOnPlaintextStage
 from quotagate.gateway.chain import StageChain
-from quotagate.gateway.config import GatewayConfig, HostPort
+from quotagate.gateway.config import GatewayConfig
 from quotagate.gateway.discovery import discover
 from quotagate.gateway.listener import Listener
-from quotagate.gateway.logs import kv
 from quotagate.gateway.memory_pool import MemoryPool
 from quotagate.gateway.metrics import GatewayMetrics
+from quotagate.gateway.plugin import Plugin
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.stage import Stage
-from quotagate.gateway.stages.api_versions import ApiVersionsStage
-from quotagate.gateway.stages.broker_addresses import BrokerAddressStage
-from quotagate.gateway.stages.sasl_on_plaintext import SaslOnPlaintextStage
 from quotagate.gateway.upstream import UpstreamHealth
+from quotagate.logs import kv
+from quotagate.protocol.host_port import HostPort
 from quotagate.quota.backoff import ExponentialBackoff
 
 log = logging.getLogger(__name__)
@@ -37,9 +39,9 @@ RECONNECT_JITTER = 0.2
 class Gateway:
     """A Kafka gateway in front of ``config.bootstrap_servers``.
 
-    ``stages`` run in order on every request they ask for, ahead of the built-in ones
-    (ApiVersions negotiation, SASL refusal on plain listeners, broker-address rewriting), so
-    they see what the client sent and what the client will receive.
+    ``stages``, then each plug-in's stages, run in order on every request they ask for, ahead
+    of the built-in ones (ApiVersions negotiation, SASL refusal on plain listeners, broker-address
+    rewriting), so they see what the client sent and what the client will receive.
     """
 
     def __init__(
@@ -48,6 +50,7 @@ class Gateway:
         stages: Sequence[Stage] = (),
         authenticator_factory: AuthenticatorFactory | None = None,
         metrics: GatewayMetrics | None = None,
+        plugins: Sequence[Plugin] = (),
     ) -> None:
         if not config.bootstrap_servers:
             raise ValueError("the gateway needs upstream bootstrap servers")
@@ -55,9 +58,11 @@ class Gateway:
         self.metrics = metrics if metrics is not None else GatewayMetrics()
         self.listeners: dict[str, Listener] = {}
         api_versions = ApiVersionsStage()
+        self.plugins = tuple(plugins)
         self.chain = StageChain(
             [
                 *stages,
+                *(stage for plugin in self.plugins for stage in plugin.stages()),
                 api_versions,
                 SaslOnPlaintextStage(),
                 BrokerAddressStage(lambda name: self.listeners[name].map_broker),
@@ -89,8 +94,12 @@ class Gateway:
         self.metrics_address: HostPort | None = None
 
     async def start(self) -> None:
+        started_plugins: list[Plugin] = []
         started: list[Stage] = []
         try:
+            for plugin in self.plugins:
+                await plugin.start()
+                started_plugins.append(plugin)
             for stage in self.chain.stages:
                 await stage.start()
                 started.append(stage)
@@ -103,6 +112,8 @@ class Gateway:
                 listener.close()
             for stage in reversed(started):
                 await stage.close()
+            for plugin in reversed(started_plugins):
+                await plugin.close()
             raise
         sinks = [listener.map_broker for listener in self.listeners.values()]
         loop = asyncio.get_running_loop()
@@ -143,6 +154,8 @@ class Gateway:
         await asyncio.sleep(0)
         for stage in self.chain.stages:
             await stage.close()
+        for plugin in reversed(self.plugins):
+            await plugin.close()
         self._stop_metrics()
         log.info(kv("shutdown_complete", abandoned=len(left)))
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from quotagate.gateway.auth import AuthenticatorFactory
+from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.brokers import BrokerDirectory
 from quotagate.gateway.chain import StageChain
 from quotagate.gateway.config import GatewayConfig
@@ -14,8 +15,18 @@ from quotagate.gateway.memory_pool import MemoryPool
 from quotagate.gateway.metrics import GatewayMetrics
 from quotagate.gateway.upstream import UpstreamHealth
 
-if TYPE_CHECKING:
-    from quotagate.gateway.connection import ClientConnection
+
+class ConnectionHandle(Protocol):
+    """What the gateway's sweeps and shutdown do with a client connection."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def begin_drain(self) -> None: ...
+
+    def close(self, reason: str, level: int = logging.INFO) -> None: ...
+
+    def expire(self, now: float, idle_s: float, frame_s: float) -> None: ...
 
 
 @dataclass(slots=True)
@@ -28,7 +39,7 @@ class GatewayServices:
     authenticator_factory: AuthenticatorFactory | None
     memory_pool: MemoryPool = field(default_factory=MemoryPool)
     """Request bytes held by all connections: ``queued.max.request.bytes``."""
-    connections: set[ClientConnection] = field(default_factory=set)
+    connections: set[ConnectionHandle] = field(default_factory=set)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def next_connection_id(self) -> int:

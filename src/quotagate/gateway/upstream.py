@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol, cast
 
-from quotagate.gateway.config import HostPort
+from quotagate.protocol.host_port import HostPort
 from quotagate.quota.backoff import ExponentialBackoff
 
 

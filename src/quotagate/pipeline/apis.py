@@ -78,4 +78,3 @@ API_NAMES: Final[dict[str, int]] = {
         ]
     )
 } | {"ALTER_ISR": 56, "ELECT_PREFERRED_LEADERS": 43}  # names older releases used
-

@@ -53,9 +53,7 @@ def gateway_range(api_key: int) -> range | None:
     return versions
 
 
-def negotiate(
-    upstream: Iterable[VersionRange], local: Mapping[int, range]
-) -> list[VersionRange]:
+def negotiate(upstream: Iterable[VersionRange], local: Mapping[int, range]) -> list[VersionRange]:
     """The version ranges to advertise, ordered by api key."""
     result: dict[int, VersionRange] = {}
     for api_key, versions in local.items():
@@ -73,6 +71,18 @@ def negotiate(
         if low <= high:
             result[entry.api_key] = VersionRange(entry.api_key, low, high)
     return [result[key] for key in sorted(result)]
+
+
+def best_version(api_key: int, ranges: Iterable[VersionRange]) -> int:
+    """The highest version of ``api_key`` both the upstream (its ApiVersions ``ranges``) and
+    kio model; kio's lowest when the upstream does not list the API."""
+    ours = api_table.modelled_versions(api_key)
+    if ours is None:
+        raise ValueError(f"api {api_key} is not modelled")
+    for entry in ranges:
+        if entry.api_key == api_key:
+            return max(min(entry.max_version, ours.stop - 1), ours.start)
+    return ours.start
 
 
 def advertised_ranges(response: Any) -> list[VersionRange]:

@@ -78,6 +78,7 @@ _SELF_THROTTLE_FROM: Final[dict[int, int]] = {
     75: 0,  # DescribeTopicPartitions
 }
 
+
 def api_name(api_key: int) -> str:
     """kio's snake_case name of an API (``"produce"``), or ``"unknown_<key>"``."""
     name = api_key_map.get(api_key)

@@ -25,6 +25,8 @@ from typing import Any, Final, TypeAlias, Union, get_args, get_origin
 
 from kio.static.protocol import Entity
 
+from quotagate.protocol.errors import ProtocolError
+
 # (frame, offset, end) -> offset after the value; ``end`` bounds a tagged field's window.
 Walk: TypeAlias = Callable[[bytes, int, int], int]
 
@@ -53,7 +55,7 @@ _FIXED_SIZES: Final[dict[str, int]] = {
 _SIZED: Final = frozenset({"string", "bytes", "records"})
 
 
-class LengthError(ValueError):
+class LengthError(ProtocolError):
     """A declared length or count that the rest of the frame cannot hold."""
 
 

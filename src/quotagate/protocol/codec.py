@@ -17,6 +17,7 @@ from kio.static.protocol import Entity
 
 from quotagate.protocol import api_table
 from quotagate.protocol.bounds import LengthError, check_body
+from quotagate.protocol.errors import ProtocolError
 from quotagate.protocol.framing import with_size_prefix
 from quotagate.protocol.headers import (
     HeaderError,
@@ -27,8 +28,10 @@ from quotagate.protocol.headers import (
 )
 
 
-class CodecError(Exception):
+class CodecError(ProtocolError):
     """A body kio cannot decode or encode."""
+
+    reason = "bad_body"
 
 
 @cache

@@ -1,8 +1,20 @@
-"""Kafka error codes the gateway reads or writes (``Errors.java``; spec §8.1)."""
+"""Kafka error codes the gateway reads or writes (``Errors.java``; spec §8.1), and the root
+of every error that means "these bytes are not valid Kafka protocol"."""
 
 from __future__ import annotations
 
 from enum import IntEnum
+
+
+class ProtocolError(Exception):
+    """Bytes that cannot be framed, parsed or decoded: the peer's fault, never ours.
+
+    Framing, header and codec errors all derive from it, so a connection has one ``except``
+    for a client that sent garbage (close that connection, log it, touch nothing else).
+    """
+
+    reason = "protocol_error"
+    """The short name logs and metrics give this kind of error."""
 
 
 class ErrorCode(IntEnum):

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from struct import Struct
 from typing import Final
 
+from quotagate.protocol.errors import ProtocolError
+
 SIZE_PREFIX: Final = 4
 DEFAULT_MAX_FRAME_BYTES: Final = 104_857_600  # Kafka's socket.request.max.bytes default
 
@@ -21,8 +23,10 @@ _INT32 = Struct(">i")
 _MERGE_BELOW: Final = 16_384
 
 
-class FrameError(Exception):
+class FrameError(ProtocolError):
     """The byte stream cannot be framed; the connection must be closed."""
+
+    reason = "bad_frame"
 
 
 class FrameTooLargeError(FrameError):

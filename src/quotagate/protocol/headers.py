@@ -11,6 +11,7 @@ from struct import Struct
 from typing import Final
 
 from quotagate.protocol import api_table
+from quotagate.protocol.errors import ProtocolError
 from quotagate.protocol.framing import SIZE_PREFIX
 
 _REQUEST_PREFIX = Struct(">hhih")  # api key, api version, correlation id, client id length
@@ -19,8 +20,10 @@ _REQUEST_FIXED: Final = SIZE_PREFIX + _REQUEST_PREFIX.size
 RESPONSE_CORRELATION_END: Final = SIZE_PREFIX + 4
 
 
-class HeaderError(Exception):
+class HeaderError(ProtocolError):
     """A header that cannot be parsed; the connection must be closed."""
+
+    reason = "bad_header"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +53,7 @@ def parse_request_header(frame: bytes) -> RequestHeader:
     if client_id_len >= 0:
         end = offset + client_id_len
         if end > len(frame):
-            raise HeaderError(
-                f"client id of {client_id_len} bytes runs past the end of the frame"
-            )
+            raise HeaderError(f"client id of {client_id_len} bytes runs past the end of the frame")
         try:
             client_id = frame[offset:end].decode()
         except UnicodeDecodeError as exc:

@@ -185,9 +185,7 @@ class ClientQuotaManager:
                 sensor_name=sensor.name,
                 value=metric.peek(now_ms),
                 limit=metric.config.quota.bound if metric.config.quota else UNBOUNDED,
-                throttle_time_avg=(
-                    throttle.metrics[0].peek(now_ms) if throttle else float("nan")
-                ),
+                throttle_time_avg=(throttle.metrics[0].peek(now_ms) if throttle else float("nan")),
             )
 
     def expire_sensors(self, now_ms: int) -> list[SharingKey]:

@@ -218,8 +218,7 @@ def _to_table(events: list[UsageEvent]) -> pa.Table:
         for name in USAGE_COLUMNS:
             columns[name].append(getattr(event, name))
     columns["topics"] = [
-        [dict(zip(_TOPIC_FIELDS, pair, strict=True)) for pair in event.topics]
-        for event in events
+        [dict(zip(_TOPIC_FIELDS, pair, strict=True)) for pair in event.topics] for event in events
     ]
     return pa.table(
         [pa.array(columns[field.name], field.type) for field in USAGE_SCHEMA],

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from quotagate.gateway.exchange import Exchange
-from quotagate.gateway.quota_runtime import QuotaRuntime
-from quotagate.gateway.stage import Stage
+from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.gateway import Exchange, Stage
 
 
 class QuotaThrottleStage(Stage):
@@ -24,12 +23,6 @@ class QuotaThrottleStage(Stage):
 
     def __init__(self, runtime: QuotaRuntime) -> None:
         self.runtime = runtime
-
-    async def start(self) -> None:
-        await self.runtime.start()
-
-    async def close(self) -> None:
-        await self.runtime.close()
 
     def on_request(self, exchange: Exchange) -> None:
         self.runtime.ticket(exchange)

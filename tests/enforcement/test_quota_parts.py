@@ -13,11 +13,11 @@ import pyarrow.dataset as ds
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from quotagate.enforcement.metrics import QuotaCollector
+from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.settings import QuotaSettings
 from quotagate.gateway.config import ConfigError
 from quotagate.gateway.exchange import ConnectionInfo, Exchange
-from quotagate.gateway.quota_metrics import QuotaCollector
-from quotagate.gateway.quota_runtime import QuotaRuntime
-from quotagate.gateway.quota_settings import QuotaSettings
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.headers import HeaderError, parse_request_header
 from quotagate.protocol.kio_nested import build, nested

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode as KioErrorCode
 
+from quotagate.enforcement.fetch import FetchQuotaStage
+from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.settings import QuotaSettings
+from quotagate.enforcement.throttle import QuotaThrottleStage
 from quotagate.gateway.exchange import ConnectionInfo, Exchange
-from quotagate.gateway.quota_runtime import QuotaRuntime
-from quotagate.gateway.quota_settings import QuotaSettings
-from quotagate.gateway.stages.fetch_quota import FetchQuotaStage
-from quotagate.gateway.stages.quota_throttle import QuotaThrottleStage
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.headers import parse_request_header
 from quotagate.protocol.kio_nested import build, nested

@@ -16,13 +16,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from quotagate.gateway.config import GatewayConfig
-from quotagate.gateway.exchange import Exchange
-from quotagate.gateway.logs import kv
-from quotagate.gateway.quota_metrics import build_snapshot
-from quotagate.gateway.quota_settings import THROTTLE, QuotaSettings
-from quotagate.gateway.quota_ticket import TICKET_KEY, QuotaTicket
-from quotagate.gateway.upstream_facts import UpstreamFacts, refresh_forever
+from quotagate.enforcement.metrics import build_snapshot
+from quotagate.enforcement.settings import THROTTLE, QuotaSettings
+from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
+from quotagate.enforcement.upstream_facts import UpstreamFacts, refresh_forever
+from quotagate.gateway import Exchange, GatewayConfig
+from quotagate.logs import kv
 from quotagate.protocol import api_table
 from quotagate.quota import Cause, QuotaManagers, TopicBytesInQuota, principal_user, settle
 from quotagate.store.quotas import Change, EntityKey, QuotaStore, entity_key
@@ -225,20 +224,17 @@ class QuotaRuntime:
     # -- per request -----------------------------------------------------------------------
 
     def ticket(self, exchange: Exchange) -> QuotaTicket:
-        state = exchange.state
-        if state is None:
-            state = exchange.state = {}
-        ticket = state.get(TICKET_KEY)
+        ticket = exchange.get(TICKET_KEY)
         if ticket is None:
             now_ms = self._stamp(exchange.connection.connection_id, exchange.received_ms)
             self.last_now_ms = max(self.last_now_ms, now_ms)
-            ticket = state[TICKET_KEY] = QuotaTicket(
+            ticket = QuotaTicket(
                 now_ms=now_ms,
                 user=principal_user(exchange.principal),
                 client_id=exchange.header.client_id or "",
                 request_bytes=len(exchange.request_frame) - 4,
             )
-        assert isinstance(ticket, QuotaTicket)
+            exchange.put(TICKET_KEY, ticket)
         return ticket
 
     def _stamp(self, connection_id: int, received_ms: int) -> int:

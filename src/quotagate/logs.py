@@ -23,6 +23,11 @@ class kv:  # noqa: N801 - used like a formatting function
         return " ".join(parts)
 
 
+def error_text(exc: BaseException) -> str:
+    """An exception as a log value that is never empty (a bare timeout has no message)."""
+    return str(exc) or type(exc).__name__
+
+
 def _format(value: Any) -> str:
     text = str(value)
     if not text or any(c in text for c in ' "=\n\t'):

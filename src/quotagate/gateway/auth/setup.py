@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from quotagate.gateway.auth import SecurityProtocol
+from quotagate.gateway.auth.authenticator import SecurityProtocol
+from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
 from quotagate.gateway.config import ConfigError, GatewayConfig
-from quotagate.gateway.sasl import SaslAuthenticatorFactory
 from quotagate.store.credentials import CredentialStore
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from quotagate.gateway.quota_runtime import MAX_STAMP_SKEW_MS, QuotaRuntime
-from quotagate.gateway.quota_settings import QuotaSettings
+from quotagate.enforcement.runtime import MAX_STAMP_SKEW_MS, QuotaRuntime
+from quotagate.enforcement.settings import QuotaSettings
 
 T0 = 1_700_000_000_000
 

@@ -15,10 +15,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Final
 
-from quotagate.gateway.config import HostPort
-from quotagate.gateway.control import ControlChannel, build_request
-from quotagate.gateway.logs import kv
+from quotagate.gateway import ControlChannel, build_request
+from quotagate.logs import error_text, kv
 from quotagate.protocol import api_keys, api_support, api_table
+from quotagate.protocol.host_port import HostPort
 from quotagate.protocol.kio_nested import nested
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ class UpstreamFacts:
             metadata = await channel.request(
                 build_request(
                     api_keys.METADATA,
-                    _best_version(api_keys.METADATA, ranges),
+                    api_support.best_version(api_keys.METADATA, ranges),
                     topics=None,
                     allow_auto_topic_creation=False,
                     include_cluster_authorized_operations=False,
@@ -126,7 +126,7 @@ class UpstreamFacts:
             try:
                 await self._learn_num_partitions(channel, ranges, int(metadata.brokers[0].node_id))
             except (OSError, TimeoutError, ConnectionError) as exc:
-                log.info(kv("upstream_num_partitions_unknown", error=exc or type(exc).__name__))
+                log.info(kv("upstream_num_partitions_unknown", error=error_text(exc)))
             finally:
                 channel.close()
 
@@ -135,7 +135,7 @@ class UpstreamFacts:
     ) -> None:
         if not any(r.api_key == _DESCRIBE_CONFIGS for r in ranges):
             return
-        version = _best_version(_DESCRIBE_CONFIGS, ranges)
+        version = api_support.best_version(_DESCRIBE_CONFIGS, ranges)
         schema: Any = api_table.request_schema(_DESCRIBE_CONFIGS, version)
         resource = nested(schema, "DescribeConfigsResource")(
             resource_type=_BROKER_RESOURCE,
@@ -162,15 +162,6 @@ class UpstreamFacts:
                     log.info(kv("upstream_num_partitions", value=config.value))
 
 
-def _best_version(api_key: int, ranges: list[api_support.VersionRange]) -> int:
-    ours = api_table.modelled_versions(api_key)
-    assert ours is not None
-    for entry in ranges:
-        if entry.api_key == api_key:
-            return max(min(entry.max_version, ours.stop - 1), ours.start)
-    return ours.start
-
-
 async def refresh_forever(
     facts: UpstreamFacts, bootstrap: Sequence[HostPort], every_s: float
 ) -> None:
@@ -179,7 +170,7 @@ async def refresh_forever(
         try:
             await facts.refresh(bootstrap)
         except Exception as exc:  # keep the last facts; try again later
-            log.info(kv("upstream_facts_failed", error=exc or type(exc).__name__))
+            log.info(kv("upstream_facts_failed", error=error_text(exc)))
             await asyncio.sleep(min(every_s, 2.0))
             continue
         await asyncio.sleep(every_s)

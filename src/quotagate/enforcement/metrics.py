@@ -17,20 +17,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from quotagate.quota import QuotaManagers, TopicBytesInQuota
 from quotagate.quota.java import UNBOUNDED
-
-if TYPE_CHECKING:
-    from quotagate.gateway.quota_runtime import QuotaRuntime
+from quotagate.usage.writer import UsageWriter
 
 _LABELS = ["user", "client_id"]
 
 
-def build_snapshot(runtime: QuotaRuntime, now_ms: int) -> dict[str, Any]:
+class QuotaState(Protocol):
+    """What the snapshot reads: the runtime's engine state and counters."""
+
+    @property
+    def managers(self) -> QuotaManagers: ...
+    @property
+    def topic_quota(self) -> TopicBytesInQuota: ...
+    @property
+    def usage(self) -> UsageWriter | None: ...
+    @property
+    def topic_refusals(self) -> int: ...
+    @property
+    def topic_throttles(self) -> int: ...
+    @property
+    def snapshot(self) -> dict[str, Any]: ...
+
+
+def build_snapshot(runtime: QuotaState, now_ms: int) -> dict[str, Any]:
     series: dict[str, list[tuple[list[str], float]]] = {}
 
     def add(name: str, labels: list[str], value: float) -> None:
@@ -88,7 +104,7 @@ _TOPIC_LABELS = {"topic_bytes_in_rate": ["topic"], "topic_bytes_in_threshold": [
 
 
 class QuotaCollector(Collector):
-    def __init__(self, runtime: QuotaRuntime) -> None:
+    def __init__(self, runtime: QuotaState) -> None:
         self._runtime = runtime
 
     def collect(self) -> Iterator[GaugeMetricFamily]:

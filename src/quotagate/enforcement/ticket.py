@@ -13,11 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from quotagate.gateway.exchange import Exchange
+from quotagate.gateway import Exchange, StateKey
 from quotagate.quota import Cause, Charging, ControllerMutationQuota, OtherQuota, classify
 from quotagate.usage.schema import UsageEvent
-
-TICKET_KEY: Final = "quota"
 
 
 @dataclass(slots=True)
@@ -106,3 +104,6 @@ class QuotaTicket:
             throttle_cause=cause.value,
             error_code=self.error_code,
         )
+
+
+TICKET_KEY: Final = StateKey[QuotaTicket]("quota.ticket")

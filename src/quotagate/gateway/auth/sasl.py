@@ -27,16 +27,16 @@ from kio.schema.sasl_authenticate import v2 as authenticate_v2
 from kio.schema.sasl_handshake import v0 as handshake_v0
 from kio.schema.sasl_handshake import v1 as handshake_v1
 
-from quotagate.gateway.auth import (
+from quotagate.gateway.auth.authenticator import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     SASL_MECHANISMS,
     AuthContext,
     AuthResult,
 )
-from quotagate.gateway.sasl_mechanism import MechanismServer, SaslError
-from quotagate.gateway.sasl_plain import PLAIN, PlainServer
-from quotagate.gateway.sasl_scram import ScramServer
+from quotagate.gateway.auth.mechanism import MechanismServer, SaslError
+from quotagate.gateway.auth.plain import PLAIN, PlainServer
+from quotagate.gateway.auth.scram import ScramServer
 from quotagate.protocol import codec
 from quotagate.protocol.bounds import LengthError, check_body
 from quotagate.protocol.framing import with_size_prefix
@@ -71,7 +71,7 @@ class _State(Enum):
 
 
 class SaslAuthenticator:
-    """One connection's SASL exchange; a :class:`quotagate.gateway.auth.Authenticator`."""
+    """One connection's SASL exchange; an :class:`~quotagate.gateway.auth.Authenticator`."""
 
     def __init__(
         self,

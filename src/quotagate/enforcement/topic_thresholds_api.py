@@ -18,9 +18,8 @@ from typing import Any, ClassVar, Final
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from quotagate.gateway.exchange import Exchange
-from quotagate.gateway.quota_runtime import QuotaRuntime
-from quotagate.gateway.stage import Stage, modelled_request
+from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.gateway import Exchange, Stage, StateKey, modelled_request
 from quotagate.protocol import api_table
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
@@ -30,8 +29,8 @@ INCREMENTAL_ALTER_CONFIGS: Final = 44
 TOPIC_RESOURCE: Final = 2
 BROKER_RESOURCE: Final = 4
 _SET, _DELETE = 0, 1
-_LOCAL_KEY: Final = "thresholds.local"
-_ORDER_KEY: Final = "thresholds.order"
+_LOCAL_KEY: Final = StateKey[list[Any]]("thresholds.local")
+_ORDER_KEY: Final = StateKey[list[Any]]("thresholds.order")
 
 
 class TopicThresholdsApiStage(Stage):
@@ -79,19 +78,17 @@ class TopicThresholdsApiStage(Stage):
                 )
             )
             return
-        state = exchange.state if exchange.state is not None else {}
-        exchange.state = state
-        state[_LOCAL_KEY] = local
-        state[_ORDER_KEY] = [_key(r) for r in request.resources]
+        exchange.put(_LOCAL_KEY, local)
+        exchange.put(_ORDER_KEY, [_key(r) for r in request.resources])
         exchange.replace_request(dataclasses.replace(request, resources=tuple(forwarded)))
 
     def on_response(self, exchange: Exchange) -> None:
-        state = exchange.state or {}
-        local = state.get(_LOCAL_KEY)
+        local = exchange.get(_LOCAL_KEY)
         if not local or exchange.response_frame is None:
             return
         response = exchange.response_body()
-        rank = {key: i for i, key in enumerate(state.get(_ORDER_KEY, []))}
+        order = exchange.get(_ORDER_KEY) or []
+        rank = {key: i for i, key in enumerate(order)}
         merged = sorted(
             [*response.responses, *(self._result(exchange, *entry) for entry in local)],
             key=lambda r: rank.get(_key(r), len(rank)),

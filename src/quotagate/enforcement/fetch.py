@@ -26,10 +26,9 @@ from typing import Any, ClassVar, Final
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from quotagate.gateway.exchange import Exchange
-from quotagate.gateway.quota_runtime import QuotaRuntime
-from quotagate.gateway.quota_ticket import TICKET_KEY, QuotaTicket
-from quotagate.gateway.stage import Stage, modelled_request, refuse_unmodelled
+from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.ticket import TICKET_KEY
+from quotagate.gateway import Exchange, Stage, modelled_request, refuse_unmodelled
 from quotagate.protocol import api_keys, api_table
 from quotagate.protocol.headers import HeaderError, response_body_offset
 from quotagate.protocol.kio_nested import build
@@ -96,12 +95,9 @@ class FetchQuotaStage(Stage):
         ticket.fetch_empty = functools.partial(_empty_response, exchange, response_session)
 
     def on_response(self, exchange: Exchange) -> None:
-        state = exchange.state
         frame = exchange.response_frame
-        if state is None or frame is None:
-            return
-        ticket = state.get(TICKET_KEY)
-        if not isinstance(ticket, QuotaTicket) or ticket.follower_fetch:
+        ticket = exchange.get(TICKET_KEY)
+        if frame is None or ticket is None or ticket.follower_fetch:
             return
         size = kafka_fetch_size(frame, exchange.api_version)
         ticket.fetch_bytes = size

@@ -12,14 +12,15 @@ from typing import Any
 
 import pytest
 
+from quotagate.enforcement import QuotaEnforcement
+from quotagate.enforcement.metrics import QuotaCollector
+from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.config import GatewayConfig, HostPort, ListenerConfig, validate
+from quotagate.gateway.config import GatewayConfig, ListenerConfig, validate
 from quotagate.gateway.control import build_request
 from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
-from quotagate.gateway.quota_metrics import QuotaCollector
-from quotagate.gateway.quota_runtime import QuotaRuntime
-from quotagate.gateway.quota_stages import quota_stages
 from quotagate.protocol import codec
+from quotagate.protocol.host_port import HostPort
 
 TANSU_NODE_ID = 111
 
@@ -80,7 +81,7 @@ def start_quota_gateway(
             )
         )
         runtime = QuotaRuntime.from_config(config)
-        background = BackgroundGateway(config, quota_stages(runtime))
+        background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
         background.start()
         background.gateway.metrics.registry.register(QuotaCollector(runtime))
         gateway = QuotaGateway(background, runtime)

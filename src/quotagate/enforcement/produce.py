@@ -20,16 +20,14 @@ from typing import Any, ClassVar, Final
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from quotagate.gateway.exchange import Exchange
-from quotagate.gateway.logs import kv
-from quotagate.gateway.quota_runtime import QuotaRuntime
-from quotagate.gateway.quota_ticket import QuotaTicket
-from quotagate.gateway.stage import Stage, refuse_unmodelled
+from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.ticket import QuotaTicket
+from quotagate.gateway import Exchange, Stage, StateKey, refuse_unmodelled
+from quotagate.logs import kv
 from quotagate.protocol import api_keys, api_table
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
-from quotagate.protocol.produce import produce_acks
 from quotagate.protocol.produce_topics import produce_topic_bytes
 from quotagate.quota import TopicBytesInQuota
 
@@ -65,7 +63,7 @@ class ProduceQuotaStage(Stage):
         if refuse_unmodelled(exchange, metered) or header.body_offset < 0:
             return  # closed, or a version no configured quota needs to read: forwarded
         frame = exchange.request_frame
-        ticket.acks = produce_acks(frame, header)
+        ticket.acks = exchange.acks
         ticket.topics = produce_topic_bytes(frame, header)
         ticket.produce_ms = runtime.managers.produce.record_and_get_throttle_ms(
             ticket.user, ticket.client_id, ticket.request_bytes, ticket.now_ms
@@ -84,8 +82,7 @@ class ProduceQuotaStage(Stage):
             runtime.finish(exchange, ticket)
 
     def on_response(self, exchange: Exchange) -> None:
-        state = exchange.state or {}
-        refused = state.get(_REFUSED_KEY)
+        refused = exchange.get(_REFUSED_KEY)
         if refused and exchange.response_frame is not None:
             response = exchange.response_body()
             merged = dataclasses.replace(
@@ -160,9 +157,7 @@ class ProduceQuotaStage(Stage):
         drop: list[Any] = []
         for topic in request.topic_data:
             (drop if _topic_name(topic) in refused else keep).append(topic)
-        state = exchange.state
-        assert state is not None
-        state[_REFUSED_KEY] = drop
+        exchange.put(_REFUSED_KEY, drop)
         if keep:
             exchange.replace_request(dataclasses.replace(request, topic_data=tuple(keep)))
             return
@@ -170,13 +165,12 @@ class ProduceQuotaStage(Stage):
         exchange.respond(build(schema, responses=tuple(self._refused_results(exchange))))
 
     def _refused_results(self, exchange: Exchange) -> list[Any]:
-        state = exchange.state or {}
         schema: Any = api_table.response_schema(api_keys.PRODUCE, exchange.api_version)
         topic_cls = nested(schema, "TopicProduceResponse")
         partition_cls = nested(schema, "PartitionProduceResponse")
         error = KioErrorCode(REFUSAL_ERROR)
         results = []
-        for topic in state.get(_REFUSED_KEY, ()):
+        for topic in exchange.get(_REFUSED_KEY) or ():
             partitions = tuple(
                 build(
                     partition_cls,
@@ -201,7 +195,7 @@ class ProduceQuotaStage(Stage):
         return results
 
 
-_REFUSED_KEY: Final = "produce.refused"
+_REFUSED_KEY: Final = StateKey[list[Any]]("produce.refused")
 
 
 def _next_tick_ms(quota: TopicBytesInQuota, topic: str, now: int) -> int:

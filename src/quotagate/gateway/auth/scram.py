@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
 
-from quotagate.gateway.sasl_mechanism import SaslError
+from quotagate.gateway.auth.mechanism import SaslError
 from quotagate.store.scram import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,

@@ -22,9 +22,8 @@ from typing import Any, ClassVar, Final
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from quotagate.gateway.exchange import Exchange
-from quotagate.gateway.quota_runtime import QuotaRuntime
-from quotagate.gateway.stage import Stage, modelled_request, refuse_unmodelled
+from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.gateway import Exchange, Stage, StateKey, modelled_request, refuse_unmodelled
 from quotagate.protocol import api_keys, api_table
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
@@ -32,9 +31,9 @@ from quotagate.protocol.kio_nested import build, nested
 from quotagate.quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE, admit_mutations
 from quotagate.quota.request_rules import MUTATION_APIS
 
-_REJECTED_KEY: Final = "mutation.rejected"
-_ORDER_KEY: Final = "mutation.order"
-_COUNTS_KEY: Final = "mutation.counts"
+_REJECTED_KEY: Final = StateKey[list[tuple[Any, int, str]]]("mutation.rejected")
+_ORDER_KEY: Final = StateKey[list[Any]]("mutation.order")
+_COUNTS_KEY: Final = StateKey[dict[Any, int]]("mutation.counts")
 UNSUPPORTED_MESSAGE: Final = "The upstream cluster does not support this API"
 
 
@@ -82,8 +81,7 @@ class ControllerMutationStage(Stage):
             )
             return
         counts = [self._count(api_key, item) for item in items]
-        state = _state(exchange)
-        state[_COUNTS_KEY] = dict(zip(map(_item_key, items), counts, strict=True))
+        exchange.put(_COUNTS_KEY, dict(zip(map(_item_key, items), counts, strict=True)))
         # The event records the demand (every counted topic, refused ones too, in request
         # order): that is what a replay under other quotas must charge topic by topic.
         ticket.topics = [
@@ -110,8 +108,8 @@ class ControllerMutationStage(Stage):
         if not admitted:
             self._respond(exchange, local)
             return
-        state[_REJECTED_KEY] = local
-        state[_ORDER_KEY] = [_item_key(item) for item in items]
+        exchange.put(_REJECTED_KEY, local)
+        exchange.put(_ORDER_KEY, [_item_key(item) for item in items])
         field = _items_field(api_key, exchange.api_version)
         exchange.replace_request(dataclasses.replace(request, **{field: tuple(admitted)}))
 
@@ -136,11 +134,10 @@ class ControllerMutationStage(Stage):
             return
         api_key = exchange.api_key
         facts = self.runtime.facts
-        state = exchange.state or {}
         try:
             response = exchange.response_body()
         except CodecError as exc:
-            if state.get(_REJECTED_KEY):
+            if exchange.get(_REJECTED_KEY):
                 # The refused topics' answers cannot be merged in; the client would wait
                 # for them until its request timed out.
                 exchange.close(f"cannot merge {api_table.api_name(api_key)} response: {exc}")
@@ -149,13 +146,13 @@ class ControllerMutationStage(Stage):
             facts.learn_metadata(response)
             return
         results = list(getattr(response, _APIS[api_key].results_field))
-        self._learn(api_key, results, state.get(_COUNTS_KEY, {}))
-        rejected = state.get(_REJECTED_KEY)
+        self._learn(api_key, results, exchange.get(_COUNTS_KEY) or {})
+        rejected = exchange.get(_REJECTED_KEY)
         if not rejected:
             return
         merged = _in_request_order(
             results + [self._result(exchange, *entry) for entry in rejected],
-            state.get(_ORDER_KEY, []),
+            exchange.get(_ORDER_KEY) or [],
         )
         exchange.replace_response(
             dataclasses.replace(response, **{_APIS[api_key].results_field: tuple(merged)})
@@ -220,12 +217,6 @@ def _item_name(item: Any) -> str | None:
 
 def _item_key(item: Any) -> Any:
     return _item_name(item) or str(getattr(item, "topic_id", ""))
-
-
-def _state(exchange: Exchange) -> dict[str, Any]:
-    if exchange.state is None:
-        exchange.state = {}
-    return exchange.state
 
 
 def _in_request_order(results: list[Any], order: list[Any]) -> list[Any]:

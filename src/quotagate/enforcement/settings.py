@@ -26,15 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from quotagate.gateway.config import ConfigError, GatewayConfig, register_section
+from quotagate.gateway import ConfigError, GatewayConfig, KeySpec, integer, parse_section
 
 QUOTAS_SECTION: Final = "quotas"
 USAGE_SECTION: Final = "usage"
 REJECT: Final = "reject"
 THROTTLE: Final = "throttle"
-
-register_section(QUOTAS_SECTION)
-register_section(USAGE_SECTION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,38 +63,9 @@ class QuotaSettings:
     def parse(
         cls, quotas: Mapping[str, Any], usage: Mapping[str, Any] | None = None
     ) -> QuotaSettings:
-        flat = _flatten(quotas)
-        values: dict[str, Any] = {}
-        for key, value in flat.items():
-            spec = _QUOTA_KEYS.get(key)
-            if spec is None:
-                raise ConfigError(
-                    f"unknown key {key!r} in [quotas]; known keys: {', '.join(_QUOTA_KEYS)}"
-                )
-            name, parser = spec
-            values[name] = parser(key, value)
-        usage_settings = UsageSettings()
-        if usage is not None:
-            usage_values: dict[str, Any] = {}
-            for key, value in _flatten(usage).items():
-                spec = _USAGE_KEYS.get(key)
-                if spec is None:
-                    raise ConfigError(
-                        f"unknown key {key!r} in [usage]; known keys: {', '.join(_USAGE_KEYS)}"
-                    )
-                name, parser = spec
-                usage_values[name] = parser(key, value)
-            usage_settings = UsageSettings(**usage_values)
-        return cls(usage=usage_settings, **values)
-
-
-def _int(minimum: int) -> Any:
-    def parse(key: str, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ConfigError(f"{key} = {value!r} must be an integer >= {minimum}")
-        return int(value)
-
-    return parse
+        values = parse_section(QUOTAS_SECTION, dict(quotas), _QUOTA_KEYS)
+        usage_values = parse_section(USAGE_SECTION, dict(usage or {}), _USAGE_KEYS)
+        return cls(usage=UsageSettings(**usage_values), **values)
 
 
 def _positive(key: str, value: Any) -> float:
@@ -126,29 +94,19 @@ def _path(key: str, value: Any) -> Path:
     return Path(value)
 
 
-_QUOTA_KEYS: Final[dict[str, tuple[str, Any]]] = {
-    "quota.window.num": ("window_num", _int(1)),
-    "quota.window.size.seconds": ("window_size_s", _int(1)),
-    "controller.quota.window.num": ("controller_window_num", _int(1)),
-    "controller.quota.window.size.seconds": ("controller_window_size_s", _int(1)),
+_QUOTA_KEYS: Final[dict[str, KeySpec]] = {
+    "quota.window.num": ("window_num", integer(1)),
+    "quota.window.size.seconds": ("window_size_s", integer(1)),
+    "controller.quota.window.num": ("controller_window_num", integer(1)),
+    "controller.quota.window.size.seconds": ("controller_window_size_s", integer(1)),
     "super.users": ("super_users", _principals),
-    "num.partitions": ("num_partitions", _int(1)),
+    "num.partitions": ("num_partitions", integer(1)),
     "topic.bytes.in.mode": ("topic_bytes_in_mode", _mode),
     "total.bytes.in.per.sec.threshold": ("total_bytes_in_threshold", _positive),
 }
-_USAGE_KEYS: Final[dict[str, tuple[str, Any]]] = {
+_USAGE_KEYS: Final[dict[str, KeySpec]] = {
     "path": ("path", _path),
     "roll.interval.seconds": ("roll_interval_s", _positive),
-    "roll.bytes": ("roll_bytes", _int(1)),
-    "queue.size": ("queue_size", _int(1)),
+    "roll.bytes": ("roll_bytes", integer(1)),
+    "queue.size": ("queue_size", integer(1)),
 }
-
-
-def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in table.items():
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat

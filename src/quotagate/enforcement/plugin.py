@@ -1,0 +1,45 @@
+"""Quota enforcement as a gateway plug-in: the runtime it owns and its stages, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from quotagate.enforcement.client_quotas_api import ClientQuotasApiStage
+from quotagate.enforcement.fetch import FetchQuotaStage
+from quotagate.enforcement.mutations import ControllerMutationStage
+from quotagate.enforcement.produce import ProduceQuotaStage
+from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.throttle import QuotaThrottleStage
+from quotagate.enforcement.topic_thresholds_api import TopicThresholdsApiStage
+from quotagate.gateway import GatewayConfig, Plugin, Stage
+
+
+class QuotaEnforcement(Plugin):
+    """Owns the :class:`QuotaRuntime` (managers, store, usage writer, housekeeping) that
+    every quota stage shares: started before the first request, closed after the last."""
+
+    def __init__(self, runtime: QuotaRuntime) -> None:
+        self.runtime = runtime
+        # The throttle stage first: it opens every request's ticket and has the last word on
+        # every response (response stages run in reverse order).
+        self._stages: tuple[Stage, ...] = (
+            QuotaThrottleStage(runtime),
+            ClientQuotasApiStage(runtime),
+            TopicThresholdsApiStage(runtime),
+            ControllerMutationStage(runtime),
+            ProduceQuotaStage(runtime),
+            FetchQuotaStage(runtime),
+        )
+
+    @classmethod
+    def from_config(cls, config: GatewayConfig) -> QuotaEnforcement:
+        return cls(QuotaRuntime.from_config(config))
+
+    def stages(self) -> Sequence[Stage]:
+        return self._stages
+
+    async def start(self) -> None:
+        await self.runtime.start()
+
+    async def close(self) -> None:
+        await self.runtime.close()

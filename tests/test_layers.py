@@ -1,0 +1,135 @@
+"""The README's ring rule, read from the source: imports point inward only, no cycles.
+
+Every ``import`` counts, those under ``TYPE_CHECKING`` and inside functions too: a cycle that
+only the type checker sees is still two modules that cannot be understood one at a time.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).parents[1] / "src" / "quotagate"
+
+# Which packages each package may import (besides itself and the top-level ``quotagate``,
+# which holds only the version). ``commands`` is the composition root and may import anything.
+ALLOWED: dict[str, set[str]] = {
+    "quota": set(),
+    "protocol": set(),
+    "logs": set(),
+    "usage": {"quota", "logs"},
+    "store": {"logs"},
+    "gateway": {"protocol", "quota", "store", "logs"},
+    "enforcement": {"gateway", "protocol", "quota", "store", "usage", "logs"},
+    "client": {"protocol", "quota", "logs"},
+    "pipeline": {"quota", "usage", "logs"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(path): path for path in SRC.rglob("*.py")}
+
+
+def _imports(module: str) -> Iterator[str]:
+    """The quotagate modules ``module`` imports; ``from pkg import sub`` names ``pkg.sub``."""
+    for node in ast.walk(ast.parse(MODULES[module].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("quotagate"))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("quotagate"):
+            assert node.module is not None
+            submodules = [f"{node.module}.{a.name}" for a in node.names]
+            found = [name for name in submodules if name in MODULES]
+            yield from found or [node.module]
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_imports_point_inward_only() -> None:
+    outward = sorted(
+        f"{module} -> {target}"
+        for module in MODULES
+        for target in _imports(module)
+        if _package(module) in ALLOWED
+        and _package(target) not in {_package(module), ""}
+        and _package(target) not in ALLOWED[_package(module)]
+    )
+    assert not outward, "\n".join(outward)
+
+
+def test_enforcement_uses_only_the_gateways_public_surface() -> None:
+    private = sorted(
+        f"{module} -> {target}"
+        for module in MODULES
+        if _package(module) == "enforcement"
+        for target in _imports(module)
+        if target.startswith("quotagate.gateway.")
+    )
+    assert not private, "\n".join(private)
+
+
+def test_no_import_cycles() -> None:
+    graph = {module: {t for t in _imports(module) if t in MODULES} for module in MODULES}
+    cycles = [component for component in _strongly_connected(graph) if len(component) > 1]
+    assert not cycles, cycles
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iteratively (the graph is small, the recursion limit is not)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for root, targets in graph.items():
+        if root in index:
+            continue
+        work = [(root, iter(sorted(targets)))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            advanced = False
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    advanced = True
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(component)
+    return components
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_every_package_named_in_the_rule_exists(package: str) -> None:
+    assert any(_package(module) == package for module in MODULES)
