@@ -9,6 +9,7 @@ waits are polls with generous deadlines, never sleeps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import struct
@@ -317,6 +318,40 @@ def test_an_exhausted_pool_makes_another_connection_wait_until_the_first_is_answ
         assert _correlation_id(_read_frame(first)) == 1
         assert _correlation_id(_read_frame(second)) == 2
         wait_for(lambda: pool.used == 0 and pool.waiting == 0, 30, "the pool to empty")
+
+
+@pytest.mark.integration
+def test_a_connection_waiting_for_memory_is_not_read(
+    small_pool_gateway: BackgroundGateway, wait_for: Any
+) -> None:
+    # The waiting connection sends at once, while the gateway is still opening its upstream
+    # connection: the pause asked for in connection_made (which uvloop would lose) and the
+    # memory pause must both really stop reading, leaving at most one read buffered.
+    gateway = small_pool_gateway
+    pool = gateway.gateway.services.memory_pool
+    with _connect(gateway) as first:
+        first.sendall(BIG_FRAME[:100])
+        wait_for(lambda: pool.used == len(BIG_FRAME), 30, "the big frame's reservation")
+        with _connect(gateway) as second:
+            payload = BIG_FRAME * 64  # 2 MiB of frames, far more than one read
+            second.sendall(payload[:65536])  # at once: the kernel takes it before any read
+            second.settimeout(0.5)
+            sender = threading.Thread(target=_send_until_blocked, args=(second, payload[65536:]))
+            sender.start()
+            wait_for(lambda: pool.waiting == 1, 30, "the second connection to wait for memory")
+            (waiting,) = [c for c in _connections(gateway) if c.reserved == 0]
+            transport = waiting._transport
+            assert transport is not None and not transport.is_reading()
+            assert waiting._reader.buffered <= 256_000
+            first.sendall(BIG_FRAME[100:])
+            assert _correlation_id(_read_frame(first)) == 1
+            sender.join(60)
+    wait_for(lambda: pool.used == 0 and pool.waiting == 0, 30, "the pool to empty")
+
+
+def _send_until_blocked(sock: socket.socket, payload: bytes) -> None:
+    with contextlib.suppress(OSError):  # timeout once the kernel buffers are full, or closed
+        sock.sendall(payload)
 
 
 @pytest.mark.integration

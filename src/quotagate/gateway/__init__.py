@@ -9,6 +9,7 @@ back-pressure, metrics plumbing, built-in stages) is internal.
 """
 
 from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.chain import StageChain
 from quotagate.gateway.config import (
     ConfigError,
     GatewayConfig,
@@ -38,6 +39,7 @@ __all__ = [
     "Outcome",
     "Plugin",
     "Stage",
+    "StageChain",
     "StateKey",
     "build_request",
     "integer",

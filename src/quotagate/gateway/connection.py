@@ -26,7 +26,7 @@ import time
 from collections import deque
 from typing import Final, cast
 
-from quotagate.gateway.auth.authenticator import (
+from quotagate.gateway.auth.authenticator.authenticator import (
     ANONYMOUS,
     AuthContext,
     Authenticator,
@@ -311,6 +311,11 @@ class ClientConnection(asyncio.Protocol):
     # -- client → gateway -----------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        if self._paused:
+            # uvloop starts reading only after connection_made() has returned, so the pause
+            # asked for there (_CONNECTING) is lost: without this, a connection paused before
+            # its first read would go on reading whatever the reason for the pause.
+            self._enforce_pause()
         reader = self._reader
         reader.feed(data)
         self._process()
@@ -589,6 +594,11 @@ class ClientConnection(asyncio.Protocol):
         self._paused = was | reason
         if not was and self._transport is not None and not self._closed:
             self._transport.pause_reading()
+
+    def _enforce_pause(self) -> None:
+        transport = self._transport
+        if transport is not None and not self._closed and transport.is_reading():
+            transport.pause_reading()
 
     def _resume(self, reason: int) -> None:
         if not self._paused & reason:

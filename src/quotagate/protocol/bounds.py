@@ -56,7 +56,8 @@ _SIZED: Final = frozenset({"string", "bytes", "records"})
 
 
 class LengthError(ProtocolError):
-    """A declared length or count that the rest of the frame cannot hold."""
+    """A declared length or count that the rest of the frame cannot hold, or that the schema
+    does not allow (a negative length other than null, null in a non-nullable array)."""
 
 
 def check_body(schema: type[Entity], frame: bytes, offset: int) -> int:
@@ -136,12 +137,21 @@ def _sized(flexible: bool, kafka_type: str, what: str) -> Walk:
     return walk
 
 
-def _array(flexible: bool, element: Walk, element_size: int | None, what: str) -> Walk:
-    """A count, then the elements; the count may not exceed the bytes left (Kafka's rule)."""
+def _array(
+    flexible: bool, element: Walk, element_size: int | None, what: str, *, nullable: bool
+) -> Walk:
+    """A count, then the elements; the count may not exceed the bytes left (Kafka's rule).
+
+    A null count is refused where the schema does not allow null, as Kafka's generated
+    readers do ("non-nullable field ... was serialized as null"): kio's reader would hand
+    back ``None`` for such an array, and code that iterates the field would fail on it.
+    """
     read_count = _length_reader(flexible, _INT32)
 
     def walk(frame: bytes, offset: int, end: int) -> int:
         count, offset = read_count(frame, offset, end, what)
+        if count < 0 and not nullable:
+            raise LengthError(f"{what}: null in a non-nullable array")
         if count <= 0:
             return offset
         if count > end - offset:
@@ -230,16 +240,18 @@ def _field_walk(schema: type[Entity], field: Field[Any], flexible: bool, *, is_t
     if is_dataclass(inner_type):
         element = _entity_walk(inner_type)  # type: ignore[arg-type]
         if is_array:
-            return _array(flexible, element, None, what)
+            return _array(flexible, element, None, what, nullable=optional)
         return _nullable_struct(element, what) if optional and not is_tag else element
     kafka_type = field.metadata["kafka_type"]
     size = _FIXED_SIZES.get(kafka_type)
     if size is not None:
-        return _array(flexible, _fixed(size, what), size, what) if is_array else _fixed(size, what)
+        if is_array:
+            return _array(flexible, _fixed(size, what), size, what, nullable=optional)
+        return _fixed(size, what)
     if kafka_type not in _SIZED:
         raise TypeError(f"no bounds rule for kafka_type {kafka_type!r} ({what})")
     element = _sized(flexible, kafka_type, what)
-    return _array(flexible, element, None, what) if is_array else element
+    return _array(flexible, element, None, what, nullable=optional) if is_array else element
 
 
 def _shape(annotation: Any) -> tuple[Any, bool, bool]:
