@@ -10,7 +10,7 @@ from types import TracebackType
 
 import uvloop
 
-from quotagate.gateway.auth.authenticator.authenticator import AuthenticatorFactory
+from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.config import GatewayConfig
 from quotagate.gateway.plugin import Plugin
 from quotagate.gateway.server import Gateway

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from quotagate.gateway.auth.authenticator.authenticator import SASL_MECHANISMS, SecurityProtocol
+from quotagate.gateway.auth.authenticator import SASL_MECHANISMS, SecurityProtocol
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from quotagate.protocol.host_port import HostPort
 

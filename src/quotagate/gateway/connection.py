@@ -26,7 +26,7 @@ import time
 from collections import deque
 from typing import Final, cast
 
-from quotagate.gateway.auth.authenticator.authenticator import (
+from quotagate.gateway.auth.authenticator import (
     ANONYMOUS,
     AuthContext,
     Authenticator,

@@ -13,7 +13,7 @@ import logging
 import socket
 import ssl
 
-from quotagate.gateway.auth.authenticator.authenticator import SecurityProtocol
+from quotagate.gateway.auth.authenticator import SecurityProtocol
 from quotagate.gateway.builtin.broker_addresses import UnmappableBrokerError
 from quotagate.gateway.config import ListenerConfig
 from quotagate.gateway.connection import ClientConnection

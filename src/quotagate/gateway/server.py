@@ -10,7 +10,7 @@ from typing import Any
 
 from prometheus_client import start_http_server
 
-from quotagate.gateway.auth.authenticator.authenticator import AuthenticatorFactory
+from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.brokers import BrokerDirectory
 from quotagate.gateway.builtin.api_versions import ApiVersionsStage
 from quotagate.gateway.builtin.broker_addresses import BrokerAddressStage

@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from quotagate.gateway.auth.authenticator.authenticator import AuthenticatorFactory
+from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.brokers import BrokerDirectory
 from quotagate.gateway.chain import StageChain
 from quotagate.gateway.config import GatewayConfig

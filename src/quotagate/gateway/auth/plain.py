@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from quotagate.gateway.auth.authenticator.mechanism import SaslError
+from quotagate.gateway.auth.mechanism import SaslError
 
 PLAIN = "PLAIN"
 
