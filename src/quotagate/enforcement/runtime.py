@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from quotagate.enforcement.metrics import build_snapshot
 from quotagate.enforcement.settings import THROTTLE, QuotaSettings
+from quotagate.enforcement.stamps import ConnectionStamps
 from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
 from quotagate.enforcement.upstream_facts import UpstreamFacts, refresh_forever
 from quotagate.gateway import Exchange, GatewayConfig
@@ -32,8 +33,6 @@ log = logging.getLogger(__name__)
 HOUSEKEEPING_S: Final = 1.0
 """Like Kafka's throttled-channel reaper, which polls its delay queue every second."""
 UPSTREAM_REFRESH_S: Final = 30.0
-MAX_STAMP_SKEW_MS: Final = 1000
-"""How far ahead of its read time a request's quota time may be nudged (see ``_stamp``)."""
 
 
 class QuotaRuntime:
@@ -67,7 +66,7 @@ class QuotaRuntime:
         self.snapshot: dict[str, Any] = {}
         """Metric values for the Prometheus collector, swapped whole every housekeeping tick."""
         self._store_version: int | None = None
-        self._connection_ms: dict[int, int] = {}
+        self.stamps = ConnectionStamps()
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -226,7 +225,7 @@ class QuotaRuntime:
     def ticket(self, exchange: Exchange) -> QuotaTicket:
         ticket = exchange.get(TICKET_KEY)
         if ticket is None:
-            now_ms = self._stamp(exchange.connection.connection_id, exchange.received_ms)
+            now_ms = self.stamps.stamp(exchange.connection.connection_id, exchange.received_ms)
             self.last_now_ms = max(self.last_now_ms, now_ms)
             ticket = QuotaTicket(
                 now_ms=now_ms,
@@ -236,25 +235,6 @@ class QuotaRuntime:
             )
             exchange.put(TICKET_KEY, ticket)
         return ticket
-
-    def _stamp(self, connection_id: int, received_ms: int) -> int:
-        """The request's quota time: when it was read, nudged to keep a connection's order.
-
-        Two requests read in the same millisecond get consecutive ones, so a replay that
-        orders usage events by ``ts_ms`` records a connection's requests in the gateway's
-        order. A broker reads one request per connection at a time, so its own timestamps
-        are spread the same way. Bursts are real: a client released from a mute sends its
-        queued batches at once (hundreds within a millisecond). The nudge never exceeds
-        ``MAX_STAMP_SKEW_MS`` (one default quota window): a connection sending more than a
-        request per millisecond for long would otherwise drag its quota clock ahead of the
-        wall clock without bound; past the bound the wall clock wins.
-        """
-        previous = self._connection_ms.get(connection_id, 0)
-        now_ms = received_ms
-        if previous >= received_ms and previous + 1 - received_ms <= MAX_STAMP_SKEW_MS:
-            now_ms = previous + 1
-        self._connection_ms[connection_id] = max(now_ms, previous)
-        return now_ms
 
     def finish(self, exchange: Exchange, ticket: QuotaTicket) -> None:
         """The KIP-219 step: request-time quota, max of all throttles, mute, usage event."""
@@ -323,8 +303,7 @@ class QuotaRuntime:
     def tick(self, wall_ms: int) -> None:
         """Release ended throttles, drop idle sensors, pick up store changes, refresh metrics."""
         self.managers.tick(wall_ms)
-        # A connection's last ms only matters while it is ahead of the clock.
-        self._connection_ms = {c: ms for c, ms in self._connection_ms.items() if ms >= wall_ms}
+        self.stamps.forget_before(wall_ms)
         store = self.store
         if store is not None and store.data_version() != self._store_version:
             self.reload_store()
