@@ -23,3 +23,10 @@ def test_choose_throttle(
     request_ms: int, others: list[tuple[str, int]], expected: tuple[int, str]
 ) -> None:
     assert choose_throttle(request_ms, others) == expected
+
+
+def test_kip_219_max_ties_go_to_request() -> None:
+    assert choose_throttle(0, [("produce", 0)]) == (0, "")
+    assert choose_throttle(5, [("produce", 5)]) == (5, "request")
+    assert choose_throttle(4, [("produce", 5), ("topic_bytes_in", 5)]) == (5, "produce")
+    assert choose_throttle(4, [("produce", 3), ("topic_bytes_in", 6)]) == (6, "topic_bytes_in")

@@ -1,0 +1,52 @@
+"""What the gateway writes into a usage event."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.settings import QuotaSettings
+from quotagate.gateway import ConnectionInfo, Exchange
+from quotagate.protocol import api_keys, api_table, codec
+from quotagate.protocol.headers import parse_request_header
+from quotagate.protocol.kio_nested import build
+from quotagate.usage.schema import UsageEvent
+
+
+class _Events:
+    def __init__(self) -> None:
+        self.events: list[UsageEvent] = []
+
+    def submit(self, event: UsageEvent) -> None:
+        self.events.append(event)
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "address"),
+    [("127.0.0.1", 53116, "127.0.0.1:53116"), ("::1", 9, "[::1]:9")],
+)
+def test_usage_event_client_host_is_the_peer_address(host: str, port: int, address: str) -> None:
+    # pipeline replay treats (principal, client_id, client_host) as one connection, and broker
+    # request logs name the peer as ip:port: the IP alone would merge a machine's connections.
+    runtime = QuotaRuntime(QuotaSettings())
+    events = _Events()
+    runtime.usage = events  # type: ignore[assignment]
+    frame = codec.encode_request_frame(
+        build(
+            api_table.request_schema(api_keys.METADATA, 12),
+            topics=None,
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        ),
+        7,
+        "c",
+    )
+    info = ConnectionInfo(1, "PLAINTEXT", "PLAINTEXT", host, port, "User:ANONYMOUS")
+    exchange = Exchange(
+        info, parse_request_header(frame), frame, 1_700_000_000_000, time.monotonic_ns()
+    )
+    exchange.response_frame = b"\x00\x00\x00\x04\x00\x00\x00\x07"
+    runtime.finish(exchange, runtime.ticket(exchange))
+    assert [e.client_host for e in events.events] == [address]

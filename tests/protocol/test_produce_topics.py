@@ -1,0 +1,58 @@
+"""Bytes per topic of a Produce request, read from the raw frame."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+import pytest
+
+from quotagate.protocol import api_keys, api_table, codec
+from quotagate.protocol.headers import HeaderError, parse_request_header
+from quotagate.protocol.kio_nested import build, nested
+from quotagate.protocol.produce_topics import produce_topic_bytes
+
+
+def _produce_frame(version: int, topics: list[tuple[str, list[int]]]) -> bytes:
+    schema: Any = api_table.request_schema(api_keys.PRODUCE, version)
+    topic_cls = nested(schema, "TopicProduceData")
+    partition_cls = nested(schema, "PartitionProduceData")
+    request = build(
+        schema,
+        transactional_id="tx" if version >= 3 else None,
+        acks=-1,
+        timeout=datetime.timedelta(seconds=30),
+        topic_data=tuple(
+            build(
+                topic_cls,
+                name=name,
+                topic_id=uuid.UUID(int=len(name)),
+                partition_data=tuple(
+                    build(partition_cls, index=i, records=b"r" * size)
+                    for i, size in enumerate(sizes)
+                ),
+            )
+            for name, sizes in topics
+        ),
+    )
+    return codec.encode_request_frame(request, 7, "client")
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 12])
+def test_produce_topic_bytes_by_version(version: int) -> None:
+    frame = _produce_frame(version, [("alpha", [10, 20]), ("beta", [5]), ("alpha", [1])])
+    assert produce_topic_bytes(frame, parse_request_header(frame)) == [("alpha", 31), ("beta", 5)]
+
+
+def test_produce_topic_ids_from_v13() -> None:
+    frame = _produce_frame(13, [("ab", [4])])
+    assert produce_topic_bytes(frame, parse_request_header(frame)) == [(str(uuid.UUID(int=2)), 4)]
+
+
+def test_a_topic_name_that_is_not_utf8_is_a_protocol_error() -> None:
+    frame = _produce_frame(9, [("alpha", [10])])
+    # Flexible versions length-prefix the name with uvarint(len + 1): swap its bytes.
+    broken = frame.replace(b"alpha", b"\xff\xfelph")
+    with pytest.raises(HeaderError, match="not UTF-8"):
+        produce_topic_bytes(broken, parse_request_header(broken))
