@@ -17,6 +17,14 @@ from quotagate.gateway import Exchange, StateKey
 from quotagate.quota import Cause, Charging, ControllerMutationQuota, OtherQuota, classify
 from quotagate.usage.schema import UsageEvent
 
+# Enum members bound once for the per-request path (an Enum attribute lookup costs ~0.2 µs).
+_PRODUCE_QUOTA: Final = OtherQuota.PRODUCE
+_FETCH_QUOTA: Final = OtherQuota.FETCH
+_PRODUCE: Final = Cause.PRODUCE
+_FETCH: Final = Cause.FETCH
+_MUTATION: Final = Cause.CONTROLLER_MUTATION
+_TOPIC_BYTES_IN: Final = Cause.TOPIC_BYTES_IN
+
 
 @dataclass(slots=True)
 class QuotaTicket:
@@ -61,12 +69,12 @@ class QuotaTicket:
 
     def other_throttles(self, other: OtherQuota) -> tuple[tuple[Cause, int], ...]:
         """What the other quotas said, in the order ties are broken."""
-        if other is OtherQuota.PRODUCE:
-            return (Cause.PRODUCE, self.produce_ms), (Cause.TOPIC_BYTES_IN, self.topic_bytes_in_ms)
-        if other is OtherQuota.FETCH:
-            return ((Cause.FETCH, self.fetch_ms),)
+        if other is _PRODUCE_QUOTA:
+            return (_PRODUCE, self.produce_ms), (_TOPIC_BYTES_IN, self.topic_bytes_in_ms)
+        if other is _FETCH_QUOTA:
+            return ((_FETCH, self.fetch_ms),)
         if self.mutation_quota is not None:
-            return ((Cause.CONTROLLER_MUTATION, self.mutation_quota.throttle_time(self.now_ms)),)
+            return ((_MUTATION, self.mutation_quota.throttle_time(self.now_ms)),)
         return ()
 
     def usage_event(

@@ -102,6 +102,16 @@ _OTHER_CAUSE: Final = {
 }
 
 
+# Members bound once for the per-request functions below (an Enum class attribute lookup
+# costs ~0.2 µs on CPython 3.11).
+_NO_OTHER: Final = OtherQuota.NONE
+_PRODUCE_QUOTA: Final = OtherQuota.PRODUCE
+_FETCH_QUOTA: Final = OtherQuota.FETCH
+_PRODUCE_CAUSE: Final = Cause.PRODUCE
+_FETCH_CAUSE: Final = Cause.FETCH
+_MUTATION_CAUSE: Final = Cause.CONTROLLER_MUTATION
+
+
 @dataclass(frozen=True, slots=True)
 class Charging:
     """How a kind of request is charged; depends on nothing but its header and flags."""
@@ -210,20 +220,20 @@ def charge_whole(
     other = charging.other
     error = 0
     fetch_bytes = -1
-    if other is OtherQuota.NONE:
+    if other is _NO_OTHER:
         others: tuple[tuple[Cause, int], ...] = ()
-    elif other is OtherQuota.PRODUCE:
+    elif other is _PRODUCE_QUOTA:
         ms = managers.produce.record_and_get_throttle_ms(user, client_id, amount, now_ms)
-        others = ((Cause.PRODUCE, ms),)
-    elif other is OtherQuota.FETCH:
+        others = ((_PRODUCE_CAUSE, ms),)
+    elif other is _FETCH_QUOTA:
         ms = managers.fetch.record_and_get_throttle_ms(user, client_id, amount, now_ms)
         fetch_bytes = amount
-        others = ((Cause.FETCH, ms),)
+        others = ((_FETCH_CAUSE, ms),)
     else:
         quota = managers.controller.new_quota_for(api_key, api_version, user, client_id, now_ms)
         if not all(admit_mutations(quota, mutation_counts, now_ms)):
             error = THROTTLING_QUOTA_EXCEEDED
-        others = ((Cause.CONTROLLER_MUTATION, quota.throttle_time(now_ms)),)
+        others = ((_MUTATION_CAUSE, quota.throttle_time(now_ms)),)
     throttle_ms, cause = settle(
         managers, charging, user, client_id, request_time_ns, others, now_ms, fetch_bytes
     )

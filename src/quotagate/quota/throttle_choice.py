@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from typing import Final
 
 
 class Cause(enum.StrEnum):
@@ -17,6 +18,12 @@ class Cause(enum.StrEnum):
     TOPIC_BYTES_IN = "topic_bytes_in"
 
 
+# Enum members bound once: a class attribute lookup on an Enum costs ~0.2 µs on CPython 3.11,
+# and this runs for every request the gateway or the replay decides.
+_NONE: Final = Cause.NONE
+_REQUEST: Final = Cause.REQUEST
+
+
 def choose_throttle(request_ms: int, others: Iterable[tuple[Cause, int]]) -> tuple[int, Cause]:
     """The largest throttle and the quota it comes from (``Cause.NONE`` when nothing throttles).
 
@@ -25,10 +32,10 @@ def choose_throttle(request_ms: int, others: Iterable[tuple[Cause, int]]) -> tup
     (``if (bandwidthThrottleTimeMs > requestThrottleTimeMs)`` picks the bandwidth quota
     only when strictly larger). Since Kafka 2.0 throttles combine by max, not by sum.
     """
-    best_ms, best_cause = 0, Cause.NONE
+    best_ms, best_cause = 0, _NONE
     for cause, ms in others:
         if ms > best_ms:
             best_ms, best_cause = ms, cause
     if request_ms >= best_ms:
-        return (request_ms, Cause.REQUEST) if request_ms > 0 else (0, Cause.NONE)
+        return (request_ms, _REQUEST) if request_ms > 0 else (0, _NONE)
     return best_ms, best_cause
