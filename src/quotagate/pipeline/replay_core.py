@@ -104,9 +104,12 @@ def replay_frame(events: pd.DataFrame, quota_text: str, closed_loop: bool) -> pd
     counts = _mutation_counts(ordered, charging)
     api_keys = ordered["api_key"].to_numpy(np.int64).tolist()
     versions = ordered["api_version"].to_numpy(np.int64).tolist()
-    thread_us = (
-        ordered["gateway_time_us"].to_numpy(np.int64)
-        + ordered["upstream_time_us"].to_numpy(np.int64)
+    thread_ns = (
+        (
+            ordered["gateway_time_us"].to_numpy(np.int64)
+            + ordered["upstream_time_us"].to_numpy(np.int64)
+        )
+        * 1000
     ).tolist()
     at = [0] * n
     throttle = [0] * n
@@ -123,7 +126,7 @@ def replay_frame(events: pd.DataFrame, quota_text: str, closed_loop: bool) -> pd
             clients[i],
             api_keys[i],
             versions[i],
-            thread_us[i] * 1000,
+            thread_ns[i],
             amount[i],
             counts.get(i, ()),
             now,
