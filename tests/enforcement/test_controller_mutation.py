@@ -16,35 +16,13 @@ import pytest
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.quotas import Change
+from support.exchanges import create_topics_request
 
 pytestmark = pytest.mark.integration
 
 RATE = 2.0  # partitions per second
 WINDOWS = 10  # burst = 10 windows x 1 s x 2/s = 20 partitions (spec §9.6 integration test)
 BURST = RATE * WINDOWS
-
-
-def _create_request(
-    version: int, topics: list[tuple[str, int]], validate_only: bool = False
-) -> Any:
-    schema: Any = api_table.request_schema(api_keys.CREATE_TOPICS, version)
-    topic_cls = nested(schema, "CreatableTopic")
-    return build(
-        schema,
-        topics=tuple(
-            build(
-                topic_cls,
-                name=name,
-                num_partitions=count,
-                replication_factor=1,
-                assignments=(),
-                configs=(),
-            )
-            for name, count in topics
-        ),
-        timeout=datetime.timedelta(seconds=30),
-        validate_only=validate_only,
-    )
 
 
 def _results(response: Any) -> dict[str, tuple[int, str | None]]:
@@ -94,10 +72,10 @@ def test_storm_admits_by_token_bucket_rejects_with_89_and_merges(
         raw_client(host, port, "storm5") as third,
         raw_client(host, port, "storm5") as fourth,
     ):
-        strict_response = first.send(_create_request(7, strict))
-        follow_response = second.send(_create_request(7, follow))
-        permissive_response = third.send(_create_request(5, permissive))
-        permissive_follow_response = fourth.send(_create_request(5, permissive_follow))
+        strict_response = first.send(create_topics_request(7, strict))
+        follow_response = second.send(create_topics_request(7, follow))
+        permissive_response = third.send(create_topics_request(5, permissive))
+        permissive_follow_response = fourth.send(create_topics_request(5, permissive_follow))
         metadata = first.request(
             api_keys.METADATA,
             12,
@@ -156,12 +134,12 @@ def test_validate_only_is_exempt_and_create_partitions_is_answered_locally(
         time.sleep(0.05)
     with raw_client(host, port, "validator") as client:
         big = _names("validate", 100)
-        response = client.send(_create_request(7, big, validate_only=True))
+        response = client.send(create_topics_request(7, big, validate_only=True))
         assert _throttle(response) == 0
         assert all(code == 0 for code, _ in _results(response).values())
         # Had the 100 validated partitions been charged, the bucket would be at -80 now.
         real = _names("real", 20, 1, 1)
-        admitted = client.send(_create_request(7, real))
+        admitted = client.send(create_topics_request(7, real))
         assert [_results(admitted)[name][0] for name, _ in real] == [0, 0, 89]
         assert _throttle(admitted) == 500
         schema: Any = api_table.request_schema(api_keys.CREATE_PARTITIONS, 3)
@@ -206,7 +184,7 @@ def test_delete_topics_counts_the_partitions_the_gateway_has_seen(
     host, port = gateway.host_port
     topics = _names("doomed", 10, 10, 5, 3)
     with raw_client(host, port, "creator") as creator:
-        created = creator.send(_create_request(7, topics))
+        created = creator.send(create_topics_request(7, topics))
         assert all(code == 0 for code, _ in _results(created).values())
     with raw_client(host, port, "deleter") as first, raw_client(host, port, "deleter") as second:
         deleted = first.send(_delete_request([name for name, _ in topics[:3]]))
@@ -232,7 +210,7 @@ def test_a_body_the_gateway_cannot_decode_is_never_forwarded_uncharged(
     )
     host, port = gateway.host_port
     name = f"sly-{uuid.uuid4().hex[:6]}"
-    frame = codec.encode_request_frame(_create_request(7, [(name, 50)]), 1, "sly")
+    frame = codec.encode_request_frame(create_topics_request(7, [(name, 50)]), 1, "sly")
     padded = struct.pack(">i", len(frame) - 4 + 1) + frame[4:] + b"\x00"
     with raw_client(host, port, "sly") as sly:
         sly.send_frame(padded)

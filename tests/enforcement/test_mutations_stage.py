@@ -13,8 +13,8 @@ from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.quotas import Change
 from support.exchanges import (
     chain,
+    create_topics_request,
     exchange,
-    request_body,
     response_body,
     run_request,
     run_response,
@@ -34,25 +34,7 @@ def _enforcement(rate: float) -> QuotaEnforcement:
 
 
 def _create(*topics: tuple[str, int]) -> object:
-    schema = api_table.request_schema(api_keys.CREATE_TOPICS, VERSION)
-    topic = nested(schema, "CreatableTopic")
-    return request_body(
-        api_keys.CREATE_TOPICS,
-        VERSION,
-        topics=tuple(
-            build(
-                topic,
-                name=name,
-                num_partitions=count,
-                replication_factor=1,
-                assignments=(),
-                configs=(),
-            )
-            for name, count in topics
-        ),
-        timeout=datetime.timedelta(seconds=30),
-        validate_only=False,
-    )
+    return create_topics_request(VERSION, topics)
 
 
 def _created(*names: str) -> object:
@@ -108,8 +90,8 @@ def test_a_request_whose_topics_are_all_refused_is_answered_by_the_gateway() -> 
 
 def test_validate_only_requests_are_not_charged() -> None:
     stages = chain(_enforcement(rate=1).stages())
-    body = _create(("a", 50))
-    body = type(body)(topics=body.topics, timeout=body.timeout, validate_only=True)
-    ex = exchange(body, client_id="admin")
+    ex = exchange(
+        create_topics_request(VERSION, [("a", 50)], validate_only=True), client_id="admin"
+    )
     run_response(stages, ex, run_request(stages, ex), _created("a"))
     assert int(sent_response(ex).topics[0].error_code) == 0 and ex.mute_ms == 0

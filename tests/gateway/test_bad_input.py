@@ -7,70 +7,23 @@ import logging
 import random
 import socket
 import struct
-import threading
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import generate_latest
 
 from quotagate.gateway.background import BackgroundGateway
+from support.producers import SteadyProducer
 
 pytestmark = pytest.mark.integration
 
 
-class SteadyProducer:
-    """Produces continuously in a thread; records every acknowledgement and error."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self._producer = Producer(
-            {"bootstrap.servers": bootstrap, "linger.ms": 2, "message.timeout.ms": 30000}
-        )
-        self._topic = topic
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.acked = 0
-        self.errors: list[Any] = []
-
-    def _on_delivery(self, err: Any, _msg: Any) -> None:
-        if err:
-            self.errors.append(err)
-        else:
-            self.acked += 1
-
-    def _run(self) -> None:
-        sequence = 0
-        while not self._stop.is_set():
-            self._producer.produce(
-                self._topic, value=f"{sequence}".encode(), on_delivery=self._on_delivery
-            )
-            sequence += 1
-            self._producer.poll(0.005)
-        self._producer.flush(30)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-
-
 @pytest.fixture
 def steady(gateway: BackgroundGateway, wait_for: Any) -> Iterator[SteadyProducer]:
-    bootstrap = str(gateway.bootstrap)
-    topic = f"steady-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    producer = SteadyProducer(bootstrap, topic)
-    producer.start()
-    wait_for(lambda: producer.acked > 0, 30, "the steady producer to get going")
-    yield producer
-    producer.stop()
+    with SteadyProducer(str(gateway.bootstrap)) as producer:
+        wait_for(lambda: producer.acked > 0, 30, "the steady producer to get going")
+        yield producer
 
 
 def _send_and_expect_close(

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
@@ -44,6 +43,7 @@ from quotagate.gateway.exchange import Exchange
 from quotagate.gateway.memory_pool import MemoryPool
 from quotagate.gateway.stage import Stage
 from quotagate.protocol import api_keys, codec
+from support.producers import SteadyProducer
 
 StartGateway = Callable[..., BackgroundGateway]
 
@@ -213,47 +213,6 @@ def _metric(gateway: BackgroundGateway, line_start: str) -> float | None:
         if line.startswith(line_start + " "):
             return float(line.rsplit(" ", 1)[1])
     return None
-
-
-class SteadyProducer:
-    """Produces continuously in a thread through the gateway; counts acknowledgements."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.topic = f"bounds-{uuid.uuid4().hex[:8]}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        for future in admin.create_topics([NewTopic(self.topic, 1, 1)]).values():
-            future.result(30)
-        self._producer = Producer(
-            {"bootstrap.servers": bootstrap, "linger.ms": 2, "message.timeout.ms": 30000}
-        )
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.acked = 0
-        self.errors: list[Any] = []
-
-    def _on_delivery(self, err: Any, _msg: Any) -> None:
-        if err:
-            self.errors.append(err)
-        else:
-            self.acked += 1
-
-    def _run(self) -> None:
-        sequence = 0
-        while not self._stop.is_set():
-            self._producer.produce(
-                self.topic, value=f"{sequence}".encode(), on_delivery=self._on_delivery
-            )
-            sequence += 1
-            self._producer.poll(0.005)
-        self._producer.flush(30)
-
-    def __enter__(self) -> SteadyProducer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(60)
 
 
 class Trickler:

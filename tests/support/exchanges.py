@@ -4,14 +4,15 @@ an upstream response fed back through them in reverse, as the connection would."
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from quotagate.gateway import ConnectionInfo, Exchange, Outcome, Stage, StageChain
-from quotagate.protocol import api_table, codec
+from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.headers import parse_request_header
-from quotagate.protocol.kio_nested import build
+from quotagate.protocol.kio_nested import build, nested
 
 NOW_MS = 1_700_000_000_000
 
@@ -19,6 +20,30 @@ NOW_MS = 1_700_000_000_000
 def request_body(api_key: int, version: int, **fields: Any) -> Any:
     """A kio request body of any version from the fields that version has."""
     return build(api_table.request_schema(api_key, version), **fields)
+
+
+def create_topics_request(
+    version: int, topics: Sequence[tuple[str, int]], *, validate_only: bool = False
+) -> Any:
+    """CreateTopics asking for ``(name, partitions)`` each, replication factor 1."""
+    schema = api_table.request_schema(api_keys.CREATE_TOPICS, version)
+    topic_cls = nested(schema, "CreatableTopic")
+    return build(
+        schema,
+        topics=tuple(
+            build(
+                topic_cls,
+                name=name,
+                num_partitions=count,
+                replication_factor=1,
+                assignments=(),
+                configs=(),
+            )
+            for name, count in topics
+        ),
+        timeout=datetime.timedelta(seconds=30),
+        validate_only=validate_only,
+    )
 
 
 def response_body(api_key: int, version: int, **fields: Any) -> Any:
