@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 import uuid
 from typing import Any
 
@@ -228,3 +230,45 @@ async def _aiokafka_round_trip(gateway: BackgroundGateway) -> None:
         await admin.close()
 
 
+def _kcat() -> str:
+    path = shutil.which("kcat")
+    assert path, "Debian's kcat is not installed: run `make test` or `apt-get install -y kcat`"
+    return path
+
+
+def test_kcat_from_debian(gateway: BackgroundGateway, tansu: TansuBroker) -> None:
+    """kcat 1.7.1 on librdkafka 2.0.2, which mis-skips tagged fields: it connects because
+    the gateway leaves out tagged fields holding their defaults, as Kafka does."""
+    kcat, bootstrap = _kcat(), str(gateway.bootstrap)
+    topic = f"kcat-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([CkNewTopic(topic, PARTITIONS, 1)]).values():
+        future.result(30)
+    listing = subprocess.run(
+        [kcat, "-b", bootstrap, "-L", "-t", topic, "-m", "30"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert listing.returncode == 0, listing.stderr
+    assert f"at 127.0.0.1:{tansu.port}" not in listing.stdout  # only gateway addresses
+    lines = "\n".join(f"line-{i}" for i in range(1000)) + "\n"
+    produced = subprocess.run(
+        [kcat, "-b", bootstrap, "-P", "-t", topic, "-X", "acks=all"],
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert produced.returncode == 0, produced.stderr
+    consumed = subprocess.run(
+        [kcat, "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert sorted(consumed.stdout.split()) == sorted(lines.split())

@@ -1,13 +1,18 @@
 """ApiVersions response bodies, read and rewritten by hand.
 
-Only the ``api_keys`` array is rewritten; everything after it (throttle time, features and
-any tagged fields, including ones kio does not know) is copied byte for byte.
+The ``api_keys`` array is rewritten, the throttle time copied. The top-level tagged fields of
+v3+ (supported features, finalized features and their epoch, ZooKeeper migration) are copied
+byte for byte except those holding their default value, which are left out as Kafka's own
+serializer leaves them out: librdkafka before 2.2.0 mis-skips tagged fields, and a default
+``FinalizedFeaturesEpoch`` of -1 copied from the upstream made it read a huge length and fail
+the whole connection (Debian's kcat 1.7.1 could not connect). Tags kio does not know are kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from struct import Struct
+from typing import Final
 
 from quotagate.protocol.api_support import VersionRange
 from quotagate.protocol.errors import ErrorCode
@@ -54,7 +59,8 @@ class ApiVersionsBody:
         else:
             parts.append(_INT32.pack(len(entries)))
             parts.extend(_ENTRY.pack(*e) for e in entries)
-        parts.append(self.frame[self.array_end :])
+        tail = self.frame[self.array_end :]
+        parts.append(_without_default_tags(tail) if self.flexible else tail)
         return with_size_prefix(b"".join(parts))
 
 
@@ -85,6 +91,38 @@ def parse_api_versions(frame: bytes, api_version: int) -> ApiVersionsBody:
         if flexible:
             offset = skip_tagged_fields(frame, offset)
     return ApiVersionsBody(frame, error_code, ranges, offset, flexible)
+
+
+# ApiVersionsResponse v3+ top-level tagged fields and the bytes of their default values:
+# SupportedFeatures and FinalizedFeatures empty compact arrays, FinalizedFeaturesEpoch -1,
+# ZkMigrationReady false.
+_TAG_DEFAULTS: Final[dict[int, bytes]] = {
+    0: b"\x01",
+    1: b"\xff" * 8,
+    2: b"\x01",
+    3: b"\x00",
+}
+_THROTTLE_TIME_BYTES: Final = 4
+
+
+def _without_default_tags(tail: bytes) -> bytes:
+    """``throttle_time_ms`` + tagged fields, minus the tagged fields that hold defaults."""
+    if len(tail) < _THROTTLE_TIME_BYTES:
+        raise HeaderError("ApiVersions response truncated before throttle_time_ms")
+    offset = _THROTTLE_TIME_BYTES
+    count, offset = read_uvarint(tail, offset)
+    kept: list[bytes] = []
+    for _ in range(count):
+        start = offset
+        tag, offset = read_uvarint(tail, offset)
+        size, offset = read_uvarint(tail, offset)
+        end = offset + size
+        if end > len(tail):
+            raise HeaderError("ApiVersions tagged field runs past the end of the frame")
+        if _TAG_DEFAULTS.get(tag) != tail[offset:end]:
+            kept.append(tail[start:end])
+        offset = end
+    return tail[:_THROTTLE_TIME_BYTES] + _uvarint(len(kept)) + b"".join(kept) + tail[offset:]
 
 
 def _uvarint(value: int) -> bytes:
