@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 # Share of QUOTAGATE_FUZZ_SECONDS each test may use.
 SHARES: Final = {"round_trip": 0.1, "lies": 0.3, "sockets": 0.2, "live": 0.4}
 ROUND_TRIP_TESTS: Final = 180  # (request/response) x API key parametrisations, about
+_CHUNK: Final = 10  # examples per hypothesis run under a time budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,11 +58,37 @@ def from_environment() -> Budget:
     return Budget(
         True,
         cases=cases,
-        lie_frames=max(cases // 100, 16),
-        round_trip_examples=max(min(cases // 100, 10**6), 2),
+        lie_frames=max(cases // 200, 16),
+        round_trip_examples=max(min(cases // 1000, 10**6), 2),
         seconds=seconds,
     )
 
 
 def expired(deadline: float | None) -> bool:
     return deadline is not None and time.monotonic() > deadline
+
+
+def run_examples(
+    body: Callable[[st.DataObject], None], examples: int, budget: Budget, test: str
+) -> int:
+    """Run hypothesis over ``body`` for ``examples`` examples or until the test's deadline.
+
+    Under a time budget the examples run in short hypothesis runs, each a fresh random one,
+    checking the clock in between: a single run cannot be stopped early, and with a time
+    budget alone ``examples`` is all but unbounded. Returns how many examples were asked for.
+    """
+    deadline = budget.deadline(test)
+    chunk = examples if deadline is None else min(examples, _CHUNK)
+    done = 0
+    while done < examples and not expired(deadline):
+        count = min(chunk, examples - done)
+        run = settings(
+            max_examples=count,
+            deadline=None,
+            database=None,
+            derandomize=not budget.fuzzing,
+            suppress_health_check=list(HealthCheck),
+        )(given(st.data())(body))
+        run()
+        done += count
+    return done

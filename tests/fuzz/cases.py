@@ -8,9 +8,11 @@ gateway must have logged for it is checked by the tests against the gateway's lo
 
 from __future__ import annotations
 
+import errno
 import random
 import socket
 import struct
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -23,9 +25,11 @@ from kio.schema.index import api_key_map
 
 from fuzz.entities import entities
 from fuzz.lies import fixed_lies
+from fuzz.worker import DecodeWorker
 from quotagate.protocol import api_keys, api_table, codec
+from quotagate.protocol.api_versions_body import parse_api_versions
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES, with_size_prefix
-from quotagate.protocol.headers import encode_request_header
+from quotagate.protocol.headers import encode_request_header, response_correlation_id
 
 # The issue's bytes, exactly as filed: the size prefix says 19 although 20 bytes follow, so
 # the gateway sees a topics varint cut short and one stray byte after the frame.
@@ -36,6 +40,8 @@ ISSUE_FRAME_SIZED: Final = with_size_prefix(ISSUE_FRAME[4:])
 NULL_TOPICS_FRAME: Final = with_size_prefix(
     encode_request_header(api_keys.CREATE_TOPICS, 5, 2, "null") + b"\x00" + bytes(4) + b"\x00\x00"
 )
+
+_KNOWN_KEYS: Final = sorted(api_key_map)
 
 # Requests some stage of `quotagate serve` decodes when quotas are configured.
 DECODED_REQUESTS: Final = (
@@ -57,6 +63,7 @@ DECODED_REQUESTS: Final = (
 class Ending(Enum):
     CLOSED = "closed"  # the gateway closed (FIN or RST): it must have logged why
     ANSWERED = "answered"  # a complete response arrived; the client hung up itself
+    PENDING = "pending"  # forwarded and still waiting upstream (a long poll); client hung up
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,16 +82,28 @@ class Result:
     ending: Ending
 
 
-def run_case(address: tuple[str, int], case: Case, timeout_s: float = 30.0) -> Result:
-    """Send ``case`` on a new connection; wait until the gateway closes it or answers."""
-    with socket.create_connection(address, timeout=timeout_s) as sock:
+def run_case(address: tuple[str, int], case: Case, patience_s: float = 3.0) -> Result:
+    """Send ``case`` on a new connection; wait until the gateway closes it or answers.
+
+    A request that reached the upstream intact may wait there (a fetch's ``max_wait``, a
+    join-group): after ``patience_s`` without a close or an answer the client hangs up and
+    the case counts as pending. That only ever spares a check, it never fails one.
+    """
+    with socket.create_connection(address, timeout=30) as sock:
         port = sock.getsockname()[1]
         try:
             sock.sendall(case.payload)
             if case.truncated:
                 sock.shutdown(socket.SHUT_WR)
+            sock.settimeout(patience_s)
             ending = _await_ending(sock)
         except (ConnectionResetError, BrokenPipeError):
+            ending = Ending.CLOSED
+        except TimeoutError:
+            ending = Ending.PENDING
+        except OSError as exc:
+            if exc.errno != errno.ENOTCONN:  # half-closing a connection the peer had reset
+                raise
             ending = Ending.CLOSED
         # No TIME_WAIT left behind on the client side: 100 000 cases would exhaust ports.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -100,6 +119,38 @@ def _await_ending(sock: socket.socket) -> Ending:
         received += chunk
         if len(received) >= 4 and len(received) >= 4 + struct.unpack_from(">i", received)[0]:
             return Ending.ANSWERED
+
+
+class Bystander:
+    """A well-behaved client connection kept open across the fuzzing: it must not notice."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self._sock = socket.create_connection(address, timeout=30)
+        self._correlation_id = 0
+
+    def api_versions(self) -> int:
+        """Send an ApiVersions v3 request; the error code of the answer."""
+        self._correlation_id += 1
+        request = api_table.request_schema(api_keys.API_VERSIONS, 3)(  # type: ignore[call-arg]
+            client_software_name="bystander", client_software_version="1"
+        )
+        self._sock.sendall(codec.encode_request_frame(request, self._correlation_id, "bystander"))
+        size = struct.unpack(">i", self._read(4))[0]
+        frame = struct.pack(">i", size) + self._read(size)
+        assert response_correlation_id(frame) == self._correlation_id
+        return parse_api_versions(frame, 3).error_code
+
+    def _read(self, count: int) -> bytes:
+        data = b""
+        while len(data) < count:
+            chunk = self._sock.recv(count - len(data))
+            if not chunk:
+                raise ConnectionError("the gateway closed the bystander's connection")
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        self._sock.close()
 
 
 # -- generation -------------------------------------------------------------------------------
@@ -140,12 +191,44 @@ def _seeded(test: Callable[[], None], seed: int) -> Callable[[], None]:
     return seeded
 
 
+# tansu creates whatever a CreateTopics asks, validate_only or not and without KRaft's cap of
+# 10 000 records per request: one request for 2^31 - 1 partitions grows it by ~100 MB/s until
+# the host is out of memory. Such a request is well-formed, so the gateway forwards it (and
+# KIP-599 admits the request that empties the bucket): a lie that turns a valid request into
+# one is kept away from the shared broker. That the gateway lets it through is reported with
+# the suite, not asserted here.
+MAX_UPSTREAM_PARTITIONS: Final = 1000
+
+
+class UpstreamGuard:
+    """Says whether a payload is safe to let through to tansu (decoding it in the child)."""
+
+    def __init__(self, worker: DecodeWorker) -> None:
+        self._worker = worker
+        self._lock = threading.Lock()
+        self.withheld = 0
+
+    def safe(self, payload: bytes) -> bool:
+        if len(payload) < 6 or struct.unpack_from(">h", payload, 4)[0] != api_keys.CREATE_TOPICS:
+            return True
+        frame = payload[: 4 + max(struct.unpack_from(">i", payload)[0], 0)]
+        with self._lock:
+            partitions = self._worker.partitions_created(frame)
+        if partitions > MAX_UPSTREAM_PARTITIONS:
+            self.withheld += 1
+            return False
+        return True
+
+
 class CaseMaker:
     """Draws fuzz cases of every kind from a seeded generator and a pool of valid frames."""
 
-    def __init__(self, frames: Sequence[bytes], rng: random.Random) -> None:
+    def __init__(
+        self, frames: Sequence[bytes], rng: random.Random, guard: UpstreamGuard | None = None
+    ) -> None:
         self._frames = frames
         self._rng = rng
+        self._guard = guard
         self._fixed = fixed_lies()
         self._kinds: list[Callable[[], Case]] = [
             self.length_lie,
@@ -159,7 +242,10 @@ class CaseMaker:
         ]
 
     def next(self) -> Case:
-        return self._rng.choice(self._kinds)()
+        while True:
+            case = self._rng.choice(self._kinds)()
+            if self._guard is None or self._guard.safe(case.payload):
+                return case
 
     def length_lie(self) -> Case:
         """A valid request with one lie from :func:`fuzz.lies.lies` at a random offset."""
@@ -223,9 +309,6 @@ def _is_truncated(payload: bytes) -> bool:
             return True
         offset += 4 + size
     return False
-
-
-_KNOWN_KEYS: Final = sorted(api_key_map)
 
 
 def describe(result: Result) -> dict[str, Any]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import resource
 from collections.abc import Callable, Iterator
+from typing import Final
 
 import pytest
 
 from fuzz.budget import Budget, from_environment
+from fuzz.cases import UpstreamGuard
 from fuzz.served import ServedGateway
 from fuzz.worker import DecodeWorker
 from quotagate.gateway.embedded import TansuBroker
@@ -24,9 +27,24 @@ def decode_worker() -> Iterator[DecodeWorker]:
     worker.close()
 
 
+# What the fuzz suite's broker may map. tansu has no request-size cap of its own (see
+# fuzz.cases.MAX_UPSTREAM_PARTITIONS): should a hostile request the guard missed reach it,
+# it dies against this limit, failing the test, instead of taking the host's memory.
+TANSU_ADDRESS_SPACE: Final = 4 << 30
+
+
 @pytest.fixture(scope="module")
 def fuzz_tansu(start_tansu: Callable[[], TansuBroker]) -> TansuBroker:
-    return start_tansu()
+    broker = start_tansu()
+    process = broker._process  # the fixture's own child; TansuBroker exposes no pid
+    assert process is not None
+    resource.prlimit(process.pid, resource.RLIMIT_AS, (TANSU_ADDRESS_SPACE, TANSU_ADDRESS_SPACE))
+    return broker
+
+
+@pytest.fixture
+def upstream_guard(decode_worker: DecodeWorker) -> UpstreamGuard:
+    return UpstreamGuard(decode_worker)
 
 
 @pytest.fixture(scope="module")

@@ -147,10 +147,27 @@ def check(job: dict[str, Any]) -> dict[str, Any]:
     return {"cases": cases, "known_short_splice": known, "escapes": escapes}
 
 
+def partitions_created(job: dict[str, Any]) -> dict[str, Any]:
+    """Partitions (times replicas) a CreateTopics frame asks the upstream to create, or -1
+    when the gateway would not forward it as such (it does not decode)."""
+    frame = bytes.fromhex(job["frame"])
+    try:
+        header = parse_request_header(frame)
+        request = codec.decode_request(frame, header)
+    except EXPECTED:
+        return {"partitions": -1}
+    total = 0
+    for topic in request.topics or ():
+        count = len(topic.assignments) if topic.assignments else max(int(topic.num_partitions), 1)
+        total += count * max(int(topic.replication_factor), 1)
+    return {"partitions": total}
+
+
 def main() -> None:
     for line in sys.stdin:
         try:
-            answer = check(json.loads(line))
+            job = json.loads(line)
+            answer = partitions_created(job) if job["kind"] == "creates" else check(job)
         except Exception as exc:  # the valid frame itself failed: report it, stay up
             answer = {
                 "cases": 0,

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Final
 
@@ -35,6 +36,7 @@ class ServedGateway:
         self.workdir = workdir
         self.upstream = upstream
         self.port = free_port()
+        self.metrics_port = free_port()
         self.log_path = workdir / "quotagate.log"
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -92,6 +94,9 @@ broker.port.count = 1
 [store]
 path = "{store}"
 
+[metrics]
+listen = "{LOOPBACK}:{self.metrics_port}"
+
 [log]
 level = "INFO"
 """
@@ -118,6 +123,16 @@ level = "INFO"
         status = Path(f"/proc/{self.pid}/status").read_text(encoding="ascii")
         line = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
         return int(line.split()[1])
+
+    def metric(self, name: str) -> float:
+        """The value of an unlabelled metric on the gateway's Prometheus endpoint."""
+        url = f"http://{LOOPBACK}:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        raise KeyError(name)
 
     def tracebacks(self) -> list[str]:
         return [

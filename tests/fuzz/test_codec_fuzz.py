@@ -11,11 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kio.static.protocol import Entity
 
-from fuzz.budget import Budget, expired
+from fuzz.budget import Budget, run_examples
 from fuzz.cases import DECODED_REQUESTS
 from fuzz.entities import body_schemas, entities
 from fuzz.shapes import conform
@@ -46,16 +45,6 @@ DECODED_RESPONSES = frozenset(
 )
 
 
-def _settings(budget: Budget, examples: int) -> settings:
-    return settings(
-        max_examples=examples,
-        deadline=None,
-        database=None,
-        derandomize=not budget.fuzzing,
-        suppress_health_check=list(HealthCheck),
-    )
-
-
 def frame_of(kind: str, api_key: int, version: int, body: bytes) -> bytes:
     if kind == "request":
         return with_size_prefix(encode_request_header(api_key, version, 7, "fuzz") + body)
@@ -67,21 +56,16 @@ def test_valid_bodies_walk_decode_and_round_trip(kind: str, api_key: int, budget
     versions = api_table.modelled_versions(api_key)
     assert versions is not None
     schema_of = api_table.request_schema if kind == "request" else api_table.response_schema
-    deadline = budget.deadline("round_trip")
 
-    # About one example a version under `make test`: every schema is still covered there.
-    @_settings(budget, budget.round_trip_examples + len(versions))
-    @given(st.data())
     def round_trip(data: st.DataObject) -> None:
-        if expired(deadline):
-            return
         schema: type[Entity] = schema_of(api_key, data.draw(st.sampled_from(versions)))
         body = codec.encode_body(data.draw(entities(schema)))
         assert check_body(schema, body, 0) == len(body)
         decoded = conform(codec.decode_body(schema, body, 0))
         assert codec.encode_body(decoded) == body
 
-    round_trip()
+    # About one example a version under `make test`: every schema is still covered there.
+    run_examples(round_trip, budget.round_trip_examples + len(versions), budget, "round_trip")
 
 
 def _lied_to(budget: Budget) -> list[tuple[str, int, int, type[Entity]]]:
@@ -97,14 +81,9 @@ def _lied_to(budget: Budget) -> list[tuple[str, int, int, type[Entity]]]:
 
 def test_length_lies_in_every_field(budget: Budget, decode_worker: DecodeWorker) -> None:
     schemas = _lied_to(budget)
-    deadline = budget.deadline("lies")
     totals = {"frames": 0, "cases": 0, "known_short_splice": 0}
 
-    @_settings(budget, budget.lie_frames)
-    @given(st.data())
     def lie(data: st.DataObject) -> None:
-        if expired(deadline):
-            return
         kind, api_key, version, schema = data.draw(st.sampled_from(schemas))
         body = codec.encode_body(data.draw(entities(schema)))
         report = decode_worker.check(kind, api_key, version, frame_of(kind, api_key, version, body))
@@ -113,7 +92,7 @@ def test_length_lies_in_every_field(budget: Budget, decode_worker: DecodeWorker)
         totals["cases"] += report["cases"]
         totals["known_short_splice"] += report["known_short_splice"]
 
-    lie()
+    run_examples(lie, budget.lie_frames, budget, "lies")
     print(f"length lies: {totals}")
     assert totals["cases"] > 0
 

@@ -47,6 +47,15 @@ class DecodeWorker:
     def check(self, kind: str, api_key: int, api_version: int, frame: bytes) -> dict[str, Any]:
         """Decode ``frame`` and all its lies in the child; its report, or WorkerDiedError."""
         job = {"kind": kind, "api_key": api_key, "api_version": api_version, "frame": frame.hex()}
+        return self._ask(job)
+
+    def partitions_created(self, frame: bytes) -> int:
+        """What a CreateTopics request frame would create upstream (-1: it does not decode)."""
+        job = {"kind": "creates", "api_key": 19, "api_version": -1, "frame": frame.hex()}
+        partitions: int = self._ask(job)["partitions"]
+        return partitions
+
+    def _ask(self, job: dict[str, Any]) -> dict[str, Any]:
         process = self._process
         assert process.stdin is not None and process.stdout is not None
         try:
