@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean browser fuzz
+.PHONY: run test lint bench clean tools fuzz
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,17 +17,23 @@ $(STAMP): pyproject.toml | $(BIN)/python
 run: $(STAMP)
 	$(BIN)/quotagate serve --config examples/quotagate.toml
 
-test: $(STAMP) browser
+test: $(STAMP) tools
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/pytest
 
-# The pipeline report is checked in a real headless browser: Debian's chromium.
-browser:
-	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
-	  { echo "installing Debian's chromium for the report test"; \
-	    $(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive $(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq chromium >/dev/null; }
+# Debian's packages the suite drives for real: chromium (the report test) and kcat (an old
+# librdkafka, 2.0.2, in the client matrix). Installed only when missing.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+tools:
+	@missing=""; \
+	  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing="$$missing chromium"; \
+	  command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing Debian's$$missing for the test suite"; \
+	    $(SUDO) apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	  fi
 
 # The fuzz suite (tests/fuzz) on a large budget: FUZZ_CASES hostile connections (100 000 by
 # default) and/or FUZZ_SECONDS of wall clock, fresh random seeds, every schema kio models.
