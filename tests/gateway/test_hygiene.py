@@ -10,19 +10,17 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
-from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
-from kio.static.primitive import i8, i32, i64
 
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.protocol import codec
 from quotagate.protocol.host_port import HostPort
+from support.exchanges import long_poll_fetch
 
 pytestmark = pytest.mark.integration
 
@@ -126,21 +124,7 @@ def test_shutdown_drains_in_flight_requests(
         future.result(30)
     # A fetch on an empty partition waits upstream for max_wait: it is in flight while the
     # gateway shuts down, and must still be answered before the connection closes.
-    fetch = FetchRequest(
-        max_wait=timedelta(milliseconds=1500),
-        min_bytes=i32(1),
-        isolation_level=i8(0),
-        topics=(
-            FetchTopic(
-                topic=topic,
-                partitions=(
-                    FetchPartition(
-                        partition=i32(0), fetch_offset=i64(0), partition_max_bytes=i32(1 << 20)
-                    ),
-                ),
-            ),
-        ),
-    )
+    fetch = long_poll_fetch(topic, 1500)
     with _connect(gateway) as sock:
         sent = time.monotonic()
         sock.sendall(codec.encode_request_frame(fetch, 99, "drain"))

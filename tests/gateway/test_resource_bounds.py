@@ -16,16 +16,13 @@ import struct
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
-from kio.schema.fetch.v4.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v1.request import MetadataRequest
-from kio.static.primitive import i8, i32, i64
 from prometheus_client import generate_latest
 from typer.testing import CliRunner
 
@@ -43,6 +40,7 @@ from quotagate.gateway.exchange import Exchange
 from quotagate.gateway.memory_pool import MemoryPool
 from quotagate.gateway.stage import Stage
 from quotagate.protocol import api_keys, codec
+from support.exchanges import long_poll_fetch
 from support.producers import SteadyProducer
 
 StartGateway = Callable[..., BackgroundGateway]
@@ -472,21 +470,7 @@ def test_queued_max_requests_stops_reading_until_a_request_is_answered(
         future.result(30)
     # A fetch on an empty partition waits upstream for max_wait: it is in flight while the
     # requests pipelined behind it stay unread.
-    fetch = FetchRequest(
-        max_wait=timedelta(milliseconds=1000),
-        min_bytes=i32(1),
-        isolation_level=i8(0),
-        topics=(
-            FetchTopic(
-                topic=topic,
-                partitions=(
-                    FetchPartition(
-                        partition=i32(0), fetch_offset=i64(0), partition_max_bytes=i32(1 << 20)
-                    ),
-                ),
-            ),
-        ),
-    )
+    fetch = long_poll_fetch(topic, 1000)
     pipelined = b"".join(
         codec.encode_request_frame(ApiVersionsRequest(), cid, "queued") for cid in range(2, 12)
     )

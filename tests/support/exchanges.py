@@ -46,6 +46,34 @@ def create_topics_request(
     )
 
 
+def long_poll_fetch(topic: str, max_wait_ms: int) -> Any:
+    """Fetch v4 of partition 0 from offset 0: on an empty partition it waits upstream for
+    ``max_wait_ms``, so it stays in flight while a test does something else."""
+    return request_body(
+        api_keys.FETCH,
+        4,
+        replica_id=-1,
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=(
+            build(
+                nested(api_table.request_schema(api_keys.FETCH, 4), "FetchTopic"),
+                topic=topic,
+                partitions=(
+                    build(
+                        nested(api_table.request_schema(api_keys.FETCH, 4), "FetchPartition"),
+                        partition=0,
+                        fetch_offset=0,
+                        partition_max_bytes=1 << 20,
+                    ),
+                ),
+            ),
+        ),
+    )
+
+
 def response_body(api_key: int, version: int, **fields: Any) -> Any:
     return build(api_table.response_schema(api_key, version), **fields)
 
