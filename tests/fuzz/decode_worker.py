@@ -49,6 +49,7 @@ from quotagate.protocol.throttle_time import (  # noqa: E402
 )
 
 EXPECTED: Final = (codec.CodecError, HeaderError)
+_ALL_LIES_DONE: Final = -2  # progress mark once a frame's lies are all decoded
 Step = Callable[[bytes], Any]
 
 if os.environ.get("QUOTAGATE_FUZZ_WITHOUT_BOUNDS") == "1":
@@ -144,6 +145,7 @@ def check(job: dict[str, Any]) -> dict[str, Any]:
             except Exception as exc:  # the oracle: anything else escaped
                 if len(escapes) < MAX_REPORTED:
                     escapes.append({"lie": lie.what, "frame": hostile.hex(), "error": repr(exc)})
+    _progress(_ALL_LIES_DONE)
     return {"cases": cases, "known_short_splice": known, "escapes": escapes}
 
 
@@ -158,7 +160,8 @@ def partitions_created(job: dict[str, Any]) -> dict[str, Any]:
         return {"partitions": -1}
     total = 0
     for topic in request.topics or ():
-        count = len(topic.assignments) if topic.assignments else max(int(topic.num_partitions), 1)
+        # The larger of the two: tansu creates num_partitions even beside manual assignments.
+        count = max(len(topic.assignments), int(topic.num_partitions), 1)
         total += count * max(int(topic.replication_factor), 1)
     return {"partitions": total}
 

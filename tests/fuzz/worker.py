@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -23,24 +24,31 @@ class WorkerDiedError(AssertionError):
 
 
 class DecodeWorker:
+    """One child at a time; a dead one is replaced on the next job, so that hypothesis can
+    replay and shrink a fatal frame, each attempt in a fresh child."""
+
     def __init__(self, *, without_bounds: bool = False) -> None:
         handle, progress = tempfile.mkstemp(prefix="fuzz-progress-")
         os.close(handle)
         self._progress = Path(progress)
-        env = {
+        self._env = {
             **os.environ,
             "PYTHONPATH": str(TESTS_DIR),
             "QUOTAGATE_FUZZ_PROGRESS": progress,
             "RUST_BACKTRACE": "0",
         }
         if without_bounds:
-            env["QUOTAGATE_FUZZ_WITHOUT_BOUNDS"] = "1"
-        self._process = subprocess.Popen(
+            self._env["QUOTAGATE_FUZZ_WITHOUT_BOUNDS"] = "1"
+        self._process = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[str]:
+        self._progress.write_bytes(b"")
+        return subprocess.Popen(
             [sys.executable, "-m", "fuzz.decode_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=env,
+            env=self._env,
             text=True,
         )
 
@@ -56,6 +64,9 @@ class DecodeWorker:
         return partitions
 
     def _ask(self, job: dict[str, Any]) -> dict[str, Any]:
+        if self._process.poll() is not None:
+            self._close_streams()
+            self._process = self._spawn()
         process = self._process
         assert process.stdin is not None and process.stdout is not None
         try:
@@ -86,6 +97,8 @@ class DecodeWorker:
         """The lie the child was decoding when it died, from the index it left behind."""
         recorded = self._progress.read_bytes()
         index = struct.unpack(">q", recorded[:8])[0] if len(recorded) >= 8 else -1
+        if index == -2:
+            return "after decoding every lie (answering the parent)", frame
         if index < 0:
             return "the valid frame itself", frame
         lie = next(itertools.islice(lies(frame[4:]), index, None))
@@ -105,7 +118,12 @@ class DecodeWorker:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        for stream in (process.stdout, process.stderr):
-            if stream is not None:
-                stream.close()
+        self._close_streams()
         self._progress.unlink(missing_ok=True)
+
+    def _close_streams(self) -> None:
+        process = self._process
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None and not stream.closed:
+                with contextlib.suppress(BrokenPipeError):  # a dead child's unread stdin
+                    stream.close()

@@ -82,6 +82,19 @@ def decode_request(frame: bytes, header: RequestHeader) -> Any:
     return decode_body(schema, frame, header.body_offset)
 
 
+def check_request(frame: bytes, header: RequestHeader) -> None:
+    """Refuse a request whose body declares lengths its frame cannot back, without decoding.
+
+    Versions kio does not model pass (nothing describes their fields)."""
+    if header.body_offset < 0 or not api_table.is_modelled(header.api_key, header.api_version):
+        return
+    schema = api_table.request_schema(header.api_key, header.api_version)
+    try:
+        check_body(schema, frame, header.body_offset)
+    except LengthError as exc:
+        raise CodecError(f"{schema.__name__}: {exc}") from exc
+
+
 def decode_response(frame: bytes, api_key: int, api_version: int) -> Any:
     if not api_table.is_modelled(api_key, api_version):
         raise CodecError(f"api {api_key} v{api_version} is not modelled")
