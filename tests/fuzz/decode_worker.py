@@ -166,11 +166,32 @@ def partitions_created(job: dict[str, Any]) -> dict[str, Any]:
     return {"partitions": total}
 
 
+def decode_once(job: dict[str, Any]) -> dict[str, Any]:
+    """What the gateway's decoding steps make of one frame, lies aside."""
+    frame = bytes.fromhex(job["frame"])
+    inner = job["inner"]
+    if inner == "request":
+        steps = _request_steps()
+    else:
+        steps = _response_steps(job["api_key"], job["api_version"])
+    try:
+        for step in steps:
+            step(frame)
+    except EXPECTED as exc:
+        return {"outcome": "refused", "error": str(exc)}
+    except Exception as exc:
+        return {"outcome": "escaped", "error": repr(exc)}
+    return {"outcome": "decoded", "error": ""}
+
+
+_ANSWERS: Final = {"creates": partitions_created, "decode": decode_once}
+
+
 def main() -> None:
     for line in sys.stdin:
         try:
             job = json.loads(line)
-            answer = partitions_created(job) if job["kind"] == "creates" else check(job)
+            answer = _ANSWERS.get(job["kind"], check)(job)
         except Exception as exc:  # the valid frame itself failed: report it, stay up
             answer = {
                 "cases": 0,

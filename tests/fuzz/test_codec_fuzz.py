@@ -8,10 +8,12 @@ of address space: a lie some decoder believes shows as that child dying, not as 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
 from kio.static.protocol import Entity
 
 from fuzz.budget import Budget, run_examples
@@ -85,7 +87,7 @@ def test_length_lies_in_every_field(budget: Budget, decode_worker: DecodeWorker)
 
     def lie(data: st.DataObject) -> None:
         kind, api_key, version, schema = data.draw(st.sampled_from(schemas))
-        body = codec.encode_body(data.draw(entities(schema)))
+        body = codec.encode_body(_as_sent(kind, api_key, data.draw(entities(schema))))
         report = decode_worker.check(kind, api_key, version, frame_of(kind, api_key, version, body))
         assert report["escapes"] == [], report["escapes"]
         totals["frames"] += 1
@@ -95,6 +97,19 @@ def test_length_lies_in_every_field(budget: Budget, decode_worker: DecodeWorker)
     run_examples(lie, budget.lie_frames, budget, "lies")
     print(f"length lies: {totals}")
     assert totals["cases"] > 0
+
+
+def _as_sent(kind: str, api_key: int, entity: Any) -> Any:
+    """``entity`` as a peer can send it: an ApiVersions UNSUPPORTED_VERSION answer is always
+    a v0 body (KIP-511), so the gateway parses it as one; a flexible body with that error is
+    not a frame any broker sends, and its lies would test nothing."""
+    if (
+        kind == "response"
+        and api_key == api_keys.API_VERSIONS
+        and entity.error_code == ErrorCode.unsupported_version
+    ):
+        return dataclasses.replace(entity, error_code=ErrorCode.none)
+    return entity
 
 
 def test_the_oracle_sees_a_missed_lie() -> None:

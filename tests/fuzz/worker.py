@@ -63,6 +63,17 @@ class DecodeWorker:
         partitions: int = self._ask(job)["partitions"]
         return partitions
 
+    def decode(self, kind: str, api_key: int, api_version: int, frame: bytes) -> dict[str, str]:
+        """Decode one frame in the child: outcome ``decoded``, ``refused`` or ``escaped``."""
+        job = {
+            "kind": "decode",
+            "inner": kind,
+            "api_key": api_key,
+            "api_version": api_version,
+            "frame": frame.hex(),
+        }
+        return self._ask(job)
+
     def _ask(self, job: dict[str, Any]) -> dict[str, Any]:
         if self._process.poll() is not None:
             self._close_streams()

@@ -225,8 +225,14 @@ def _tagged_fields(frame: bytes, offset: int, end: int, known: dict[int, Walk], 
         size, offset = _uvarint(frame, offset, end, f"{name} tag {tag} size")
         window = _need(offset, size, end, f"{name} tag {tag}")
         walk = known.get(tag)
-        if walk is not None and walk(frame, offset, window) > window:
-            raise LengthError(f"{name} tag {tag} runs past its declared size")
+        # kio, like Kafka's generated readers, reads a known tag's value and carries on where
+        # the value ends, not where the declared size ends: a value shorter than its size
+        # would leave kio reading the rest of the window as the next fields, a layout this
+        # walk never checked (a 2 GB allocation from one byte, found by the fuzz suite).
+        if walk is not None and (used := walk(frame, offset, window)) != window:
+            raise LengthError(
+                f"{name} tag {tag} declares {size} bytes, its value holds {used - offset}"
+            )
         offset = window
     return offset
 
