@@ -8,7 +8,7 @@ metric configs in place so history survives them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -147,6 +147,11 @@ class ClientQuotaManager:
             value, now_ms, check_quotas=False
         )
 
+    def record_remote(self, key: SharingKey, value: float, now_ms: int) -> None:
+        """Record what another worker of the fleet measured on ``key`` (never throttles)."""
+        if self.limits.kinds_enabled:
+            self._quota_sensor(key, now_ms).record_remote(value, now_ms)
+
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back a recorded value (a throttled fetch whose data was not sent)."""
         self.record_no_throttle(user, client_id, -value, now_ms)
@@ -165,6 +170,14 @@ class ClientQuotaManager:
         return self.throttled_channels.due(now_ms)
 
     # -- inspection and housekeeping -----------------------------------------------------
+
+    def quota_sensors(self) -> Mapping[SharingKey, Sensor]:
+        """The live quota sensors by sharing key (read-only: what a fleet report is made of)."""
+        return self._quota_sensors
+
+    def limit_for_key(self, key: SharingKey) -> float | None:
+        """The configured quota of a sharing key, None when none applies."""
+        return self.limits.limit_for_key(key)
 
     def quota_metric(self, user: str, client_id: str) -> Metric | None:
         sensor = self._quota_sensors.get(self.sharing_key(user, client_id))

@@ -55,12 +55,14 @@ class QuotaViolation(Exception):  # noqa: N818 - Kafka's name for the same thing
 
 
 class Sensor:
-    __slots__ = ("last_record_ms", "metrics", "name")
+    __slots__ = ("last_record_ms", "metrics", "name", "recorded")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.metrics: list[Metric] = []
         self.last_record_ms = 0
+        self.recorded = 0.0
+        """Everything this process recorded, ever: what a fleet tells its peers it used."""
 
     def add(self, name: str, stat: Stat, config: MetricConfig) -> Metric:
         metric = Metric(name, stat, config)
@@ -75,10 +77,18 @@ class Sensor:
 
     def record(self, value: float, now_ms: int, check_quotas: bool = True) -> None:
         self.last_record_ms = now_ms
+        self.recorded += value
         for metric in self.metrics:
             metric.stat.record(metric.config, value, now_ms)
         if check_quotas:
             self.check_quotas(now_ms)
+
+    def record_remote(self, value: float, now_ms: int) -> None:
+        """Record what another worker of the fleet used: it counts against every quota here,
+        but it is not this process's own usage (``recorded``) and is never checked."""
+        self.last_record_ms = now_ms
+        for metric in self.metrics:
+            metric.stat.record(metric.config, value, now_ms)
 
     def check_quotas(self, now_ms: int) -> None:
         """Raise ``QuotaViolation`` for the first metric (in insertion order) over its quota."""

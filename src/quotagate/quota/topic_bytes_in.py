@@ -53,6 +53,8 @@ class TopicBytesInQuota:
         self.error_meter = EwmaMeter(now_ms)
         self.throttled_meter = EwmaMeter(now_ms)
         self.topic_meters: dict[str, EwmaMeter] = {}
+        self.accepted: dict[str, int] = {}
+        """Bytes this process accepted per topic, ever: what a fleet tells its peers."""
 
     # -- thresholds ------------------------------------------------------------------------
 
@@ -142,6 +144,12 @@ class TopicBytesInQuota:
         return True
 
     def record_accepted(self, topic: str, size: int, now_ms: int) -> None:
+        self.accepted[topic] = self.accepted.get(topic, 0) + size
+        self.total_meter.mark(size, now_ms)
+        self._topic_meter(topic, now_ms).mark(size, now_ms)
+
+    def record_remote(self, topic: str, size: int, now_ms: int) -> None:
+        """Bytes another worker of the fleet accepted for ``topic``."""
         self.total_meter.mark(size, now_ms)
         self._topic_meter(topic, now_ms).mark(size, now_ms)
 

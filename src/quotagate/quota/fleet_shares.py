@@ -1,0 +1,93 @@
+"""The quotas a fleet holds together, seen the way the fleet ledger needs them.
+
+Byte rates (produce, fetch), controller mutations and per-topic bytes-in thresholds are
+shared by every worker of a fleet; request-time quotas are not (a share of one process's
+time, as Kafka's is a share of one broker's threads). Each shared quota answers three
+questions: what has this process recorded per key so far, record what a peer used, and
+what is the key's quota per second (for the fallback when a peer falls silent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final, Protocol
+
+from quotagate.quota.client_quota_manager import ClientQuotaManager
+from quotagate.quota.fleet_report import Key
+from quotagate.quota.java import UNBOUNDED
+from quotagate.quota.managers import QuotaManagers
+from quotagate.quota.topic_bytes_in import TopicBytesInQuota
+
+PRODUCE: Final = "produce"
+FETCH: Final = "fetch"
+CONTROLLER_MUTATION: Final = "controller_mutation"
+TOPIC_BYTES_IN: Final = "topic_bytes_in"
+
+
+class SharedQuota(Protocol):
+    kind: str
+    key_arity: int
+
+    def local_totals(self) -> Iterator[tuple[Key, object, float]]:
+        """``(key, counter, total)``: this process's cumulative usage per key. ``counter``
+        is the object holding the total; a different object means the count restarted."""
+        ...
+
+    def record_remote(self, key: Key, amount: float, now_ms: int) -> None: ...
+
+    def limit(self, key: Key) -> float | None:
+        """The key's quota per second, None when it has none."""
+        ...
+
+
+class ClientQuotaShare:
+    """A byte-rate or controller-mutation quota: keys are sharing keys (user, client id)."""
+
+    key_arity = 2
+
+    def __init__(self, kind: str, manager: ClientQuotaManager) -> None:
+        self.kind = kind
+        self._manager = manager
+
+    def local_totals(self) -> Iterator[tuple[Key, object, float]]:
+        for key, sensor in self._manager.quota_sensors().items():
+            yield key, sensor, sensor.recorded
+
+    def record_remote(self, key: Key, amount: float, now_ms: int) -> None:
+        user, client_id = key
+        self._manager.record_remote((user, client_id), amount, now_ms)
+
+    def limit(self, key: Key) -> float | None:
+        user, client_id = key
+        limit = self._manager.limit_for_key((user, client_id))
+        return None if limit is None or limit >= UNBOUNDED else limit
+
+
+class TopicBytesInShare:
+    """Per-topic bytes-in thresholds: keys are ``(topic,)``."""
+
+    kind = TOPIC_BYTES_IN
+    key_arity = 1
+
+    def __init__(self, quota: TopicBytesInQuota) -> None:
+        self._quota = quota
+
+    def local_totals(self) -> Iterator[tuple[Key, object, float]]:
+        for topic, total in self._quota.accepted.items():
+            yield (topic,), self._quota, float(total)
+
+    def record_remote(self, key: Key, amount: float, now_ms: int) -> None:
+        self._quota.record_remote(key[0], round(amount), now_ms)
+
+    def limit(self, key: Key) -> float | None:
+        return self._quota.threshold_for(key[0])
+
+
+def shared_quotas(managers: QuotaManagers, topics: TopicBytesInQuota) -> tuple[SharedQuota, ...]:
+    """Everything a fleet shares, request-time quotas excepted (they stay per worker)."""
+    return (
+        ClientQuotaShare(PRODUCE, managers.produce),
+        ClientQuotaShare(FETCH, managers.fetch),
+        ClientQuotaShare(CONTROLLER_MUTATION, managers.controller),
+        TopicBytesInShare(topics),
+    )
