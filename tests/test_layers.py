@@ -23,7 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "usage": {"quota", "logs"},
     "store": {"logs"},
     "gateway": {"protocol", "quota", "store", "logs"},
-    "enforcement": {"gateway", "protocol", "quota", "store", "usage", "logs"},
+    "fleet": {"quota", "logs"},
+    "enforcement": {"gateway", "protocol", "quota", "store", "usage", "fleet", "logs"},
     "client": {"protocol", "quota", "logs"},
     "pipeline": {"quota", "usage", "logs"},
 }

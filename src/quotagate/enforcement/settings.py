@@ -26,10 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from quotagate.fleet.settings import FleetSettings
 from quotagate.gateway import ConfigError, GatewayConfig, KeySpec, integer, parse_section
 
 QUOTAS_SECTION: Final = "quotas"
 USAGE_SECTION: Final = "usage"
+FLEET_SECTION: Final = "fleet"
 REJECT: Final = "reject"
 THROTTLE: Final = "throttle"
 
@@ -68,6 +70,12 @@ class QuotaSettings:
         return cls(usage=UsageSettings(**usage_values), **values)
 
 
+def fleet_settings(config: GatewayConfig) -> FleetSettings:
+    """The ``[fleet]`` section (fleet.settings documents it)."""
+    values = parse_section(FLEET_SECTION, dict(config.extra.get(FLEET_SECTION, {})), _FLEET_KEYS)
+    return FleetSettings(**values)
+
+
 def _positive(key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise ConfigError(f"{key} = {value!r} must be a number > 0")
@@ -103,6 +111,35 @@ _QUOTA_KEYS: Final[dict[str, KeySpec]] = {
     "num.partitions": ("num_partitions", integer(1)),
     "topic.bytes.in.mode": ("topic_bytes_in_mode", _mode),
     "total.bytes.in.per.sec.threshold": ("total_bytes_in_threshold", _positive),
+}
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} = {value!r} must be true or false")
+    return value
+
+
+def _name(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value or not _TOPIC_CHARS.issuperset(value):
+        raise ConfigError(
+            f"{key} = {value!r} must be a non-empty name of letters, digits, '.', '_' and '-'"
+        )
+    return value
+
+
+def _replication_factor(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not (value == -1 or value >= 1):
+        raise ConfigError(f"{key} = {value!r} must be -1 (the upstream's default) or >= 1")
+    return int(value)
+
+
+_TOPIC_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+_FLEET_KEYS: Final[dict[str, KeySpec]] = {
+    "id": ("fleet_id", _name),
+    "exchange.enabled": ("exchange_enabled", _bool),
+    "exchange.interval.ms": ("exchange_interval_ms", integer(10, 60_000)),
+    "usage.topic": ("usage_topic", _name),
+    "usage.retention.ms": ("usage_retention_ms", integer(60_000)),
+    "replication.factor": ("replication_factor", _replication_factor),
 }
 _USAGE_KEYS: Final[dict[str, KeySpec]] = {
     "path": ("path", _path),

@@ -208,7 +208,7 @@ _STORE_KEYS: Final[dict[str, KeySpec]] = {
     "path": ("store_path", _str),
 }
 _SECTIONS: Final = ("gateway", "upstream", "listeners", "metrics", "log", "store")
-PLUGIN_SECTIONS: Final = ("quotas", "usage")
+PLUGIN_SECTIONS: Final = ("quotas", "usage", "fleet")
 """Sections the gateway hands over whole, in ``GatewayConfig.extra``, to the plug-in that
 parses them (quota enforcement: ``quotagate.enforcement.settings``)."""
 

@@ -1,0 +1,40 @@
+"""The ``[fleet]`` section: how the workers of a fleet share their quotas' usage.
+
+::
+
+    [fleet]
+    id = "payments-edge"              # instances naming the same upstream and id are one fleet
+    "exchange.enabled" = true         # default: on with [store] backend = "kafka"
+    "exchange.interval.ms" = 100      # how often each worker publishes its usage
+    "usage.topic" = "_quotagate.payments-edge.usage"   # default: from the id
+    "usage.retention.ms" = 600000
+    "replication.factor" = -1         # -1: the upstream's default.replication.factor
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+SILENT_AFTER_INTERVALS: Final = 3
+"""A peer not heard from for this many exchange intervals is silent (its fair share is
+assumed from then on)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSettings:
+    fleet_id: str = "quotagate"
+    exchange_enabled: bool | None = None
+    """None: on exactly when the store is the upstream's (``[store] backend = "kafka"``)."""
+    exchange_interval_ms: int = 100
+    usage_topic: str | None = None
+    usage_retention_ms: int = 600_000
+    replication_factor: int = -1
+
+    @property
+    def topic(self) -> str:
+        return self.usage_topic or f"_quotagate.{self.fleet_id}.usage"
+
+    @property
+    def silence_ms(self) -> int:
+        return SILENT_AFTER_INTERVALS * self.exchange_interval_ms
