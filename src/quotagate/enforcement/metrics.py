@@ -98,9 +98,24 @@ _HELP = {
     "quota": "Configured quota bound of this sharing key (KIP-786)",
     "queue_size": "Channels currently throttled (Kafka queue-size)",
     "tokens": "KIP-599 token bucket level (Kafka tokens)",
+    "fleet_peers": "Other workers of the fleet this worker accounts for, by state",
+    "fleet_exchange_healthy": "1 while this worker reads its own usage reports back",
+    "fleet_reports_published": "Usage reports this worker published to the fleet",
+    "fleet_reports_skipped": "Undecodable records skipped on the usage topic",
+    "fleet_remote_recorded": "Peers' usage recorded into this worker's sensors, per quota kind",
+    "fleet_fallback_recorded": "Fair shares recorded for silent peers, per quota kind",
+    "fleet_report_echo_ms": "Publish-to-read-back latency of this worker's usage reports",
 }
 
-_TOPIC_LABELS = {"topic_bytes_in_rate": ["topic"], "topic_bytes_in_threshold": ["topic"]}
+# Series whose labels are not a sharing key's (user, client_id).
+_OTHER_LABELS = {
+    "topic_bytes_in_rate": ["topic"],
+    "topic_bytes_in_threshold": ["topic"],
+    "fleet_peers": ["state"],
+    "fleet_remote_recorded": ["kind"],
+    "fleet_fallback_recorded": ["kind"],
+    "fleet_report_echo_ms": ["quantile"],
+}
 
 
 class QuotaCollector(Collector):
@@ -110,8 +125,8 @@ class QuotaCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         snapshot = self._runtime.snapshot
         for name, points in snapshot.get("series", {}).items():
-            if name in _TOPIC_LABELS:
-                labels = _TOPIC_LABELS[name]
+            if name in _OTHER_LABELS:
+                labels = _OTHER_LABELS[name]
             else:
                 labels = _LABELS if points and points[0][0] else []
             suffix = next((h for k, h in _HELP.items() if name.endswith(k)), name)

@@ -16,11 +16,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from quotagate.enforcement.fleet_link import FleetLink, ReportLogFactory, upstream_report_log
 from quotagate.enforcement.metrics import build_snapshot
-from quotagate.enforcement.settings import THROTTLE, QuotaSettings
+from quotagate.enforcement.settings import THROTTLE, QuotaSettings, fleet_settings
 from quotagate.enforcement.stamps import ConnectionStamps
 from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
 from quotagate.enforcement.upstream_facts import UpstreamFacts, refresh_forever
+from quotagate.fleet.settings import FleetSettings
 from quotagate.gateway import Exchange, GatewayConfig
 from quotagate.logs import kv
 from quotagate.protocol import api_table
@@ -45,6 +47,8 @@ class QuotaRuntime:
         store: QuotaStore | None = None,
     ) -> None:
         self.settings = settings
+        self.fleet: FleetLink | None = None
+        """Set by :meth:`join_fleet` before start when the usage exchange is on."""
         self.gateway_id = gateway_id
         self.bootstrap = tuple(bootstrap)
         self.store = store
@@ -74,15 +78,47 @@ class QuotaRuntime:
             self.reload_store()
 
     @classmethod
-    def from_config(cls, config: GatewayConfig, store: QuotaStore | None = None) -> QuotaRuntime:
+    def from_config(
+        cls,
+        config: GatewayConfig,
+        store: QuotaStore | None = None,
+        *,
+        member: str | None = None,
+        report_log: ReportLogFactory | None = None,
+    ) -> QuotaRuntime:
+        """``member`` names this worker in its fleet (default ``<gateway id>/0``);
+        ``report_log`` opens the fleet's usage topic (default: on the upstream)."""
         settings = QuotaSettings.from_config(config)
         if store is None:
             store_path = getattr(config, "store_path", None)
             if store_path:
                 store = QuotaStore.open(Path(store_path))
-        return cls(
+        runtime = cls(
             settings, gateway_id=config.gateway_id, bootstrap=config.bootstrap_servers, store=store
         )
+        fleet = fleet_settings(config)
+        if fleet.exchange_enabled:
+            if report_log is None:
+                report_log = upstream_report_log(config)
+            runtime.join_fleet(fleet, member or f"{config.gateway_id}/0", report_log)
+        return runtime
+
+    def join_fleet(self, fleet: FleetSettings, member: str, report_log: ReportLogFactory) -> None:
+        """Share this worker's quotas with the fleet (before :meth:`start`)."""
+        window_span_ms = self.settings.window_num * self.settings.window_size_s * 1000
+        self.fleet = FleetLink(
+            fleet,
+            member,
+            self.managers,
+            self.topic_quota,
+            window_span_ms,
+            report_log(fleet, member),
+            self.fleet_now_ms,
+        )
+
+    def fleet_now_ms(self) -> int:
+        """Peers' usage is recorded at this worker's decision time, never behind it."""
+        return max(self.last_now_ms, _wall_ms())
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -101,6 +137,9 @@ class QuotaRuntime:
                     queue_size=usage.queue_size,
                 )
             )
+        if self.fleet is not None:
+            # Before the first request: a restarted worker begins with the fleet's usage.
+            await self.fleet.start()
         loop = asyncio.get_running_loop()
         if self.bootstrap:
             self._tasks.append(
@@ -112,6 +151,8 @@ class QuotaRuntime:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self.fleet is not None:
+            await self.fleet.close()
         for task in self._tasks:
             task.cancel()
         # Give the cancellations a moment to land (a loop closing on pending tasks warns),
@@ -309,7 +350,11 @@ class QuotaRuntime:
             self.reload_store()
         # Read at the wall clock, so an idle client's rates decay as Kafka's JMX values do
         # (peeked: reading never changes a later decision), but never before a decision.
-        self.snapshot = build_snapshot(self, max(self.last_now_ms, wall_ms))
+        now_ms = max(self.last_now_ms, wall_ms)
+        snapshot = build_snapshot(self, now_ms)
+        if self.fleet is not None:
+            snapshot["series"].update(self.fleet.snapshot(now_ms))
+        self.snapshot = snapshot
 
 
 def _wall_ms() -> int:

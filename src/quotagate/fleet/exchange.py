@@ -26,6 +26,7 @@ Clock = Callable[[], int]
 """Epoch milliseconds, as the quota decisions see them."""
 
 _ECHO_SAMPLES = 1024
+_FIRST_ECHO_S = 5.0
 
 
 class ReportLog(Protocol):
@@ -58,10 +59,22 @@ class FleetExchange:
         self.published = 0
         self.undecodable = 0
         self._healthy = True
+        self._echoed = asyncio.Event()
 
     async def start(self) -> None:
+        """Catch up on the fleet's recent reports, then publish one and wait (up to
+        ``_FIRST_ECHO_S``) to read it back: from then on, silence means trouble."""
         started = self._clock()
         await self._reports.start(self._on_record, started - self.ledger.forget_ms)
+        self._echoed = asyncio.Event()
+        self._exchange(self._clock())
+        try:
+            await asyncio.wait_for(self._echoed.wait(), _FIRST_ECHO_S)
+        except TimeoutError:
+            log.warning(
+                kv("fleet_exchange_slow_start", member=self.ledger.member, waited_s=_FIRST_ECHO_S)
+            )
+        self.ledger.last_echo_ms = max(self.ledger.last_echo_ms, self._clock())
         log.info(
             kv(
                 "fleet_exchange_started",
@@ -96,9 +109,7 @@ class FleetExchange:
         events = self.ledger.tick(now_ms)
         members = len(self.ledger.members()) + 1
         for member in events.silenced:
-            log.warning(
-                kv("fleet_peer_silent", member=member, fallback=f"quota/{members} per key")
-            )
+            log.warning(kv("fleet_peer_silent", member=member, fallback=f"quota/{members} per key"))
         for member in events.forgotten:
             log.info(kv("fleet_peer_forgotten", member=member))
         healthy = self.ledger.exchange_healthy(now_ms)
@@ -137,6 +148,7 @@ class FleetExchange:
             sent = self._sent_ms.pop(report.seq, None)
             if sent is not None:
                 self.echo_ms.append(now_ms - sent)
+            self._echoed.set()
             # Reports lost on the way never come back: do not keep their send times.
             for seq in [s for s in self._sent_ms if s < report.seq]:
                 del self._sent_ms[seq]

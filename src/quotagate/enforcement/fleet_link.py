@@ -1,0 +1,101 @@
+"""The runtime's link to its fleet: the ledger over this worker's managers and the exchange.
+
+Built only when the usage exchange is on (``[fleet] exchange.enabled``, by default with the
+upstream-backed store). The ledger shares produce, fetch and controller-mutation quotas and
+the topic bytes-in thresholds; request-time quotas stay this worker's own.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from quotagate.fleet.exchange import Clock, FleetExchange, ReportLog
+from quotagate.fleet.settings import FleetSettings
+from quotagate.fleet.topic_log import TopicLog
+from quotagate.gateway import GatewayConfig
+from quotagate.quota import QuotaManagers, TopicBytesInQuota
+from quotagate.quota.fleet_ledger import FleetLedger, PeerState
+from quotagate.quota.fleet_shares import shared_quotas
+
+ReportLogFactory = Callable[[FleetSettings, str], ReportLog]
+"""(settings, member id) → the log the exchange appends to and follows."""
+
+
+def upstream_report_log(config: GatewayConfig) -> ReportLogFactory:
+    """The usage topic on the upstream cluster the gateway fronts."""
+    bootstrap = ",".join(str(address) for address in config.bootstrap_servers)
+
+    def open_log(settings: FleetSettings, member: str) -> ReportLog:
+        return TopicLog(
+            bootstrap,
+            settings.topic,
+            # Reports are read back for one quota window at most; keep a few minutes.
+            topic_config={
+                "cleanup.policy": "delete",
+                "retention.ms": str(settings.usage_retention_ms),
+            },
+            replication_factor=settings.replication_factor,
+            client_id=f"quotagate-fleet-{member.replace('/', '-')}",
+        )
+
+    return open_log
+
+
+def new_incarnation() -> str:
+    """``<start epoch ms>-<random>``: later starts compare as newer (fleet_ledger)."""
+    return f"{time.time_ns() // 1_000_000}-{os.urandom(4).hex()}"
+
+
+class FleetLink:
+    def __init__(
+        self,
+        settings: FleetSettings,
+        member: str,
+        managers: QuotaManagers,
+        topics: TopicBytesInQuota,
+        window_span_ms: int,
+        reports: ReportLog,
+        clock: Clock,
+    ) -> None:
+        self.settings = settings
+        self.ledger = FleetLedger(
+            member,
+            new_incarnation(),
+            shared_quotas(managers, topics),
+            silence_ms=settings.silence_ms,
+            # A silent peer's usage has left every quota window after this long.
+            forget_ms=max(window_span_ms, settings.silence_ms + 1),
+            now_ms=clock(),
+        )
+        self.exchange = FleetExchange(self.ledger, reports, settings, clock)
+
+    async def start(self) -> None:
+        await self.exchange.start()
+
+    async def close(self) -> None:
+        await self.exchange.close()
+
+    def snapshot(self, now_ms: int) -> dict[str, list[tuple[list[str], float]]]:
+        """Metric series for the Prometheus collector (built on the event loop)."""
+        ledger = self.ledger
+        members = ledger.members()
+        echoes = sorted(self.exchange.echo_ms)
+        series: dict[str, list[tuple[list[str], float]]] = {
+            "fleet_peers": [
+                ([state.value], float(sum(m.state is state for m in members)))
+                for state in PeerState
+            ],
+            "fleet_exchange_healthy": [([], float(ledger.exchange_healthy(now_ms)))],
+            "fleet_reports_published": [([], float(self.exchange.published))],
+            "fleet_reports_skipped": [([], float(self.exchange.undecodable))],
+            "fleet_remote_recorded": [([k], v) for k, v in ledger.remote_recorded.items()],
+            "fleet_fallback_recorded": [([k], v) for k, v in ledger.fallback_recorded.items()],
+        }
+        if echoes:
+            series["fleet_report_echo_ms"] = [
+                (["0.5"], float(echoes[len(echoes) // 2])),
+                (["0.99"], float(echoes[min(len(echoes) - 1, len(echoes) * 99 // 100)])),
+            ]
+        return series

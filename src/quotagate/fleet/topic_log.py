@@ -1,0 +1,207 @@
+"""One single-partition topic on the upstream cluster, appended to and followed.
+
+The fleet keeps its shared state in such topics (usage reports; configuration). A
+``TopicLog`` makes sure the topic exists, reads it from a start point to its end before
+``start`` returns, then keeps following it; every record reaches ``on_record`` on the
+asyncio event loop, in offset order. Appends are fire-and-forget with the producer's own
+retries; a failed append is logged (the next report carries cumulative values anyway).
+
+Built on confluent-kafka (librdkafka): its producer and consumer run their own threads; one
+more thread here polls both, so nothing on the event loop ever blocks on the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from quotagate.logs import kv
+
+log = logging.getLogger(__name__)
+# librdkafka's own lines (connects, disconnects) go through logging, not to stderr.
+_LIBRDKAFKA_LOG = logging.getLogger(f"{__name__}.librdkafka")
+
+OnRecord = Callable[[bytes | None, bytes | None], None]
+
+_POLL_S: Final = 0.02
+_TIMEOUT_S: Final = 30.0
+# Low latency over throughput: reports are small and their age is the fleet's overshoot.
+_CONSUMER_TUNING: Final = {
+    "fetch.wait.max.ms": 10,
+    "fetch.min.bytes": 1,
+    "fetch.error.backoff.ms": 50,
+    "enable.auto.commit": False,
+    "enable.partition.eof": True,
+}
+# Not idempotent: its InitProducerId costs about a second at start, and a duplicated report
+# adds nothing anyway (receivers subtract cumulative values they have seen).
+_PRODUCER_TUNING: Final = {"linger.ms": 0, "acks": "all"}
+
+
+class TopicLogError(RuntimeError):
+    """The topic could not be created, or not read to its end in time."""
+
+
+class TopicLog:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        *,
+        topic_config: Mapping[str, str],
+        replication_factor: int = -1,
+        client_id: str = "quotagate",
+    ) -> None:
+        self.topic = topic
+        self._bootstrap = bootstrap_servers
+        self._topic_config = dict(topic_config)
+        self._replication_factor = replication_factor
+        self._client_id = client_id
+        self._producer: Any = None
+        self._consumer: Any = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.append_failures = 0
+
+    async def start(self, on_record: OnRecord, from_timestamp_ms: int | None = None) -> None:
+        """Create the topic if missing, read it to its end from ``from_timestamp_ms``
+        (None: from the beginning), then follow it in the background."""
+        loop = asyncio.get_running_loop()
+        caught_up: asyncio.Future[None] = loop.create_future()
+        await loop.run_in_executor(None, self._ensure_topic)
+        common = {
+            "bootstrap.servers": self._bootstrap,
+            "client.id": self._client_id,
+            "logger": _LIBRDKAFKA_LOG,
+        }
+        self._producer = Producer({**common, **_PRODUCER_TUNING})
+        self._consumer = Consumer({**common, **_CONSUMER_TUNING, "group.id": self._client_id})
+        start, end = await loop.run_in_executor(None, self._bounds, from_timestamp_ms)
+        self._consumer.assign([TopicPartition(self.topic, 0, start)])
+
+        def deliver(key: bytes | None, value: bytes | None) -> None:
+            on_record(key, value)
+
+        def done(error: BaseException | None) -> None:
+            if not caught_up.done():
+                if error is None:
+                    caught_up.set_result(None)
+                else:
+                    caught_up.set_exception(error)
+
+        self._thread = threading.Thread(
+            target=self._follow,
+            args=(loop, deliver, done, start, end),
+            name=f"topic-log-{self.topic}",
+            daemon=True,
+        )
+        self._thread.start()
+        try:
+            await asyncio.wait_for(caught_up, _TIMEOUT_S)
+        except TimeoutError:
+            await self.close()
+            raise TopicLogError(
+                f"could not read topic {self.topic} to its end within {_TIMEOUT_S:.0f} s"
+            ) from None
+
+    def append(self, key: bytes, value: bytes) -> None:
+        try:
+            self._producer.produce(self.topic, value=value, key=key, on_delivery=self._delivered)
+        except BufferError:
+            self.append_failures += 1
+            log.warning(kv("topic_log_append_dropped", topic=self.topic, reason="queue full"))
+
+    async def close(self) -> None:
+        self._stop.set()
+        loop = asyncio.get_running_loop()
+        if self._thread is not None:
+            await loop.run_in_executor(None, self._thread.join, 5.0)
+            self._thread = None
+        if self._producer is not None:
+            producer, self._producer = self._producer, None
+            await loop.run_in_executor(None, producer.flush, 5.0)
+        if self._consumer is not None:
+            consumer, self._consumer = self._consumer, None
+            await loop.run_in_executor(None, consumer.close)
+
+    # -- worker-thread side ----------------------------------------------------------------
+
+    def _ensure_topic(self) -> None:
+        admin_config: dict[str, Any] = {
+            "bootstrap.servers": self._bootstrap,
+            "client.id": self._client_id,
+            "logger": _LIBRDKAFKA_LOG,
+        }
+        admin = AdminClient(admin_config)
+        new = NewTopic(
+            self.topic,
+            num_partitions=1,
+            replication_factor=self._replication_factor,
+            config=self._topic_config,
+        )
+        future = admin.create_topics([new], request_timeout=_TIMEOUT_S)[self.topic]
+        try:
+            future.result(_TIMEOUT_S)
+            log.info(kv("topic_created", topic=self.topic, config=self._topic_config))
+        except Exception as exc:  # confluent-kafka raises KafkaException wrapping the error
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                return
+            raise TopicLogError(f"cannot create topic {self.topic}: {exc}") from None
+
+    def _bounds(self, from_timestamp_ms: int | None) -> tuple[int, int]:
+        """(first offset to read, offset of the end at start)."""
+        partition = TopicPartition(self.topic, 0)
+        try:
+            low, high = self._consumer.get_watermark_offsets(partition, timeout=_TIMEOUT_S)
+        except Exception as exc:
+            raise TopicLogError(f"cannot read the offsets of {self.topic}: {exc}") from None
+        if from_timestamp_ms is None:
+            return low, high
+        wanted = TopicPartition(self.topic, 0, from_timestamp_ms)
+        found = self._consumer.offsets_for_times([wanted], timeout=_TIMEOUT_S)[0].offset
+        # -1: nothing at or after that time, so only what comes next.
+        return (high if found < 0 else found), high
+
+    def _follow(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        deliver: OnRecord,
+        done: Callable[[BaseException | None], None],
+        start: int,
+        end: int,
+    ) -> None:
+        consumer, producer = self._consumer, self._producer
+        caught_up = start >= end
+        if caught_up:
+            loop.call_soon_threadsafe(done, None)
+        while not self._stop.is_set():
+            producer.poll(0)
+            message = consumer.poll(_POLL_S)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    if not caught_up:
+                        caught_up = True
+                        loop.call_soon_threadsafe(done, None)
+                else:
+                    log.warning(kv("topic_log_read_error", topic=self.topic, error=error))
+                continue
+            loop.call_soon_threadsafe(deliver, message.key(), message.value())
+            if not caught_up and message.offset() + 1 >= end:
+                caught_up = True
+                loop.call_soon_threadsafe(done, None)
+
+    def _delivered(self, error: Any, _message: Any) -> None:
+        if error is not None:
+            self.append_failures += 1
+            log.warning(kv("topic_log_append_failed", topic=self.topic, error=error))
