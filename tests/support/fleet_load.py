@@ -1,0 +1,163 @@
+"""One client id spread over the instances of a fleet: how much of its quota it achieves.
+
+Shared by tests/fleet and benchmarks/fleet_overshoot.py. Instances are in-process gateways
+(each its own event loop thread, store and usage writer) in front of one upstream; the
+client is ``connections`` confluent-kafka producers with one client id, each offering an
+equal part of ``offered`` x the quota. The achieved rate is read from the usage events of
+every instance (request bytes, the unit the quota counts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.dataset as ds
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from quotagate.enforcement import QuotaEnforcement
+from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.config import GatewayConfig, ListenerConfig, validate
+from quotagate.gateway.embedded import LOOPBACK, free_port
+from quotagate.protocol import api_keys
+from quotagate.protocol.host_port import HostPort
+from quotagate.store.quotas import Change
+
+TANSU_NODE_ID = 111
+CLIENT_ID = "spread"
+VALUE = b"f" * 1000
+# Kafka's default 11 x 1 s lets a throttled client's rate swing by tens of percent over
+# 20 s (tests/enforcement/test_byte_rates.py says why); 2 x 1 s makes 20 s measurable.
+SHORT_WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1}
+
+
+@dataclass(frozen=True)
+class FleetRun:
+    instances: int = 2
+    exchange: bool = True
+    interval_ms: int = 100
+    connections: int = 4
+    quota: float = 300_000.0
+    offered: float = 2.0
+    warm_up_s: float = 5.0
+    measure_s: float = 20.0
+    windows: dict[str, int] = field(default_factory=lambda: dict(SHORT_WINDOWS))
+
+    def achieved(self, upstream: str, tmp: Path) -> float:
+        """Achieved ÷ quota over the measure, after the warm-up."""
+        fleet = {
+            "id": f"f-{uuid.uuid4().hex[:6]}",
+            "exchange.enabled": self.exchange,
+            "exchange.interval.ms": self.interval_ms,
+        }
+        gateways = [self._instance(upstream, tmp, f"gw-{i}", fleet) for i in range(self.instances)]
+        try:
+            topic = f"spread-{uuid.uuid4().hex[:8]}"
+            admin = AdminClient({"bootstrap.servers": str(gateways[0].bootstrap)})
+            for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+                future.result(30)
+            start = time.time()
+            stop_at = start + self.warm_up_s + self.measure_s + 1
+            errors: list[str] = []
+            rate = self.offered * self.quota / self.connections
+            threads = [
+                threading.Thread(
+                    target=_paced,
+                    args=(
+                        str(gateways[i % self.instances].bootstrap),
+                        topic,
+                        rate,
+                        stop_at,
+                        errors,
+                    ),
+                )
+                for i in range(self.connections)
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(self.warm_up_s + self.measure_s + 120)
+            if errors:
+                raise AssertionError(f"delivery failures: {errors[:3]}")
+        finally:
+            for gateway in gateways:
+                gateway.stop()
+        return self._wire_rate(tmp / "usage", start + self.warm_up_s) / self.quota
+
+    def _instance(
+        self, upstream: str, tmp: Path, name: str, fleet: dict[str, Any]
+    ) -> BackgroundGateway:
+        host, _, port = upstream.rpartition(":")
+        config = validate(
+            GatewayConfig(
+                gateway_id=name,
+                listeners=(
+                    ListenerConfig(
+                        name="PLAINTEXT",
+                        listen=HostPort(LOOPBACK, free_port()),
+                        broker_port_start=free_port(),
+                        broker_node_id_start=TANSU_NODE_ID,
+                        broker_port_count=1,
+                    ),
+                ),
+                bootstrap_servers=(HostPort(host, int(port)),),
+                store_path=str(tmp / f"{name}.db"),
+                extra={
+                    "quotas": self.windows,
+                    "usage": {"path": str(tmp / "usage")},
+                    "fleet": fleet,
+                },
+            )
+        )
+        runtime = QuotaRuntime.from_config(config)
+        runtime.alter_client_quotas(
+            [Change({"client-id": CLIENT_ID}, "producer_byte_rate", self.quota)], "test", "test"
+        )
+        gateway = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
+        gateway.start()
+        return gateway
+
+    def _wire_rate(self, usage: Path, start: float) -> float:
+        rows = ds.dataset(usage, format="parquet", partitioning="hive").to_table().to_pylist()
+        end = start + self.measure_s
+        wire = sum(
+            r["request_bytes"]
+            for r in rows
+            if r["client_id"] == CLIENT_ID
+            and r["api_key"] == api_keys.PRODUCE
+            and start <= r["ts_ms"] / 1000 < end
+        )
+        return wire / self.measure_s
+
+
+def _paced(bootstrap: str, topic: str, rate: float, stop_at: float, errors: list[str]) -> None:
+    """Offer ``rate`` bytes/s; what a throttled client cannot hand over is lost, not queued,
+    so the offered load stays what it says (a greedy backlog would arrive in bursts)."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": CLIENT_ID,
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 32,
+        }
+    )
+
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            errors.append(str(error))
+
+    started, offered = time.time(), 0
+    while time.time() < stop_at:
+        while offered < (time.time() - started) * rate:
+            with contextlib.suppress(BufferError):
+                producer.produce(topic, VALUE, on_delivery=delivered)
+            offered += len(VALUE)
+        producer.poll(0.005)
+    producer.flush(60)
