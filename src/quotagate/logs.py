@@ -36,8 +36,10 @@ def _format(value: Any) -> str:
     return text
 
 
-def configure_logging(level: str) -> None:
+def configure_logging(level: str, worker: int | None = None) -> None:
+    """Log lines to stderr; a worker of a multi-process instance names itself in each."""
+    who = "" if worker is None else f"worker={worker} "
     logging.basicConfig(
         level=getattr(logging, level),
-        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
+        format=f"%(asctime)s level=%(levelname)s logger=%(name)s {who}%(message)s",
     )

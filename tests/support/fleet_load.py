@@ -44,6 +44,8 @@ class FleetRun:
     exchange: bool = True
     interval_ms: int = 100
     connections: int = 4
+    placement: tuple[int, ...] = ()
+    """Instance of each connection (default: round robin)."""
     quota: float = 300_000.0
     offered: float = 2.0
     warm_up_s: float = 5.0
@@ -58,38 +60,17 @@ class FleetRun:
             "exchange.interval.ms": self.interval_ms,
         }
         gateways = [self._instance(upstream, tmp, f"gw-{i}", fleet) for i in range(self.instances)]
+        placement = self.placement or tuple(i % self.instances for i in range(self.connections))
         try:
-            topic = f"spread-{uuid.uuid4().hex[:8]}"
-            admin = AdminClient({"bootstrap.servers": str(gateways[0].bootstrap)})
-            for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-                future.result(30)
-            start = time.time()
-            stop_at = start + self.warm_up_s + self.measure_s + 1
-            errors: list[str] = []
-            rate = self.offered * self.quota / self.connections
-            threads = [
-                threading.Thread(
-                    target=_paced,
-                    args=(
-                        str(gateways[i % self.instances].bootstrap),
-                        topic,
-                        rate,
-                        stop_at,
-                        errors,
-                    ),
-                )
-                for i in range(self.connections)
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(self.warm_up_s + self.measure_s + 120)
-            if errors:
-                raise AssertionError(f"delivery failures: {errors[:3]}")
+            start = offer(
+                [str(gateways[i].bootstrap) for i in placement],
+                self.offered * self.quota,
+                self.warm_up_s + self.measure_s + 1,
+            )
         finally:
             for gateway in gateways:
                 gateway.stop()
-        return self._wire_rate(tmp / "usage", start + self.warm_up_s) / self.quota
+        return wire_rate(tmp / "usage", start + self.warm_up_s, self.measure_s) / self.quota
 
     def _instance(
         self, upstream: str, tmp: Path, name: str, fleet: dict[str, Any]
@@ -124,17 +105,48 @@ class FleetRun:
         gateway.start()
         return gateway
 
-    def _wire_rate(self, usage: Path, start: float) -> float:
-        rows = ds.dataset(usage, format="parquet", partitioning="hive").to_table().to_pylist()
-        end = start + self.measure_s
-        wire = sum(
-            r["request_bytes"]
-            for r in rows
-            if r["client_id"] == CLIENT_ID
-            and r["api_key"] == api_keys.PRODUCE
-            and start <= r["ts_ms"] / 1000 < end
+
+def offer(bootstraps: list[str], rate: float, seconds: float) -> float:
+    """One producer of client ``CLIENT_ID`` per bootstrap address, together offering ``rate``
+    bytes/s for ``seconds``; returns the start time (epoch seconds)."""
+    topic = f"spread-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstraps[0]})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    start = time.time()
+    errors: list[str] = []
+    threads = [
+        threading.Thread(
+            target=_paced, args=(bootstrap, topic, rate / len(bootstraps), start + seconds, errors)
         )
-        return wire / self.measure_s
+        for bootstrap in bootstraps
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(seconds + 120)
+    if errors:
+        raise AssertionError(f"delivery failures: {errors[:3]}")
+    return start
+
+
+def usage_rows(usage: Path) -> list[dict[str, Any]]:
+    table = ds.dataset(usage, format="parquet", partitioning="hive").to_table()
+    return list(table.to_pylist())
+
+
+def wire_rate(usage: Path, start: float, seconds: float) -> float:
+    """Produce request bytes per second of ``CLIENT_ID`` in ``[start, start + seconds)``,
+    from the usage events of every gateway writing under ``usage``."""
+    end = start + seconds
+    wire = sum(
+        r["request_bytes"]
+        for r in usage_rows(usage)
+        if r["client_id"] == CLIENT_ID
+        and r["api_key"] == api_keys.PRODUCE
+        and start <= r["ts_ms"] / 1000 < end
+    )
+    return wire / seconds
 
 
 def _paced(bootstrap: str, topic: str, rate: float, stop_at: float, errors: list[str]) -> None:

@@ -5,14 +5,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import faulthandler
+import os
 import signal
+from multiprocessing.queues import Queue
 from pathlib import Path
 from typing import Annotated
 
 import typer
 import uvloop
+from prometheus_client import CollectorRegistry, start_http_server
 
 from quotagate.enforcement import QuotaCollector, QuotaEnforcement
+from quotagate.enforcement.settings import fleet_settings
 from quotagate.gateway.auth import setup as sasl_setup
 from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.config import (
@@ -20,12 +24,16 @@ from quotagate.gateway.config import (
     GatewayConfig,
     load_config,
     parse_host_port,
+    parse_workers,
     validate,
     with_overrides,
 )
 from quotagate.gateway.embedded import EmbeddedBrokerError, TansuBroker
 from quotagate.gateway.metrics import GatewayMetrics
 from quotagate.gateway.server import Gateway
+from quotagate.instance.metrics import WorkersCollector
+from quotagate.instance.ports import hold_listen_ports
+from quotagate.instance.supervisor import StartError, Supervisor
 from quotagate.logs import configure_logging
 
 
@@ -42,10 +50,17 @@ def serve(
         str | None,
         typer.Option(help="HOST:PORT of the upstream cluster; overrides bootstrap.servers."),
     ] = None,
+    workers: Annotated[
+        str | None,
+        typer.Option(
+            help="Worker processes sharing every port: a number, or 'auto' (one per core); "
+            "overrides [gateway] workers."
+        ),
+    ] = None,
 ) -> None:
     """Run the Kafka gateway in front of an upstream cluster (or an embedded tansu broker)."""
     try:
-        settings = _settings(config, listen, upstream)
+        settings = _settings(config, listen, upstream, workers)
         factory = authenticator_factory_for(settings)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -67,8 +82,11 @@ def serve(
             settings, bootstrap_servers=(parse_host_port("upstream", broker.bootstrap),)
         )
     try:
-        uvloop.run(_serve(settings, factory))
-    except OSError as exc:
+        if settings.workers == 1:
+            uvloop.run(_serve(settings, factory))
+        else:
+            _serve_workers(settings)
+    except (OSError, StartError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     finally:
@@ -82,16 +100,78 @@ def authenticator_factory_for(settings: GatewayConfig) -> AuthenticatorFactory |
     return sasl_setup.authenticator_factory(settings)
 
 
-def _settings(config: Path | None, listen: str | None, upstream: str | None) -> GatewayConfig:
+def _settings(
+    config: Path | None, listen: str | None, upstream: str | None, workers: str | None
+) -> GatewayConfig:
     settings = load_config(config) if config is not None else validate(GatewayConfig())
-    return with_overrides(
+    settings = with_overrides(
         settings,
         parse_host_port("--listen", listen) if listen is not None else None,
         parse_host_port("--upstream", upstream) if upstream is not None else None,
     )
+    if workers is not None:
+        count = parse_workers("--workers", workers if workers == "auto" else _number(workers))
+        settings = dataclasses.replace(settings, workers=count)
+    if settings.workers > 1 and not fleet_settings(settings).exchange_enabled:
+        raise ConfigError(
+            f"workers = {settings.workers} needs the fleet's usage exchange, or each worker "
+            "would enforce every quota in full: set exchange.enabled = true in [fleet] "
+            "(docs/fleet.md), or run one worker"
+        )
+    return settings
 
 
-async def _serve(settings: GatewayConfig, factory: AuthenticatorFactory | None) -> None:
+def _number(text: str) -> int | str:
+    return int(text) if text.strip().isdigit() else text
+
+
+def _serve_workers(settings: GatewayConfig) -> None:
+    """A supervisor and ``settings.workers`` worker processes on shared ports."""
+    settings, held = hold_listen_ports(settings)
+    supervisor = Supervisor(settings, run_worker)
+    supervisor.install_signal_handlers()
+    try:
+        supervisor.start()
+        metrics = None
+        address = settings.metrics_listen
+        if address is not None:
+            registry = CollectorRegistry()
+            registry.register(WorkersCollector(supervisor.metrics_endpoints))
+            metrics, _ = start_http_server(address.port, address.host, registry=registry)
+        for listener in settings.listeners:
+            typer.echo(
+                f"quotagate is serving listener {listener.name} ({listener.security_protocol}) "
+                f"with {settings.workers} workers. Point clients at it with: "
+                f"bootstrap.servers={listener.advertised_host}:{listener.listen.port}"
+            )
+        upstream = ",".join(str(a) for a in settings.bootstrap_servers)
+        typer.echo(f"Upstream cluster: {upstream}. Stop with Ctrl-C.")
+        if metrics is not None and address is not None:
+            port = metrics.server_address[1]
+            typer.echo(f"Prometheus metrics (all workers): http://{address.host}:{port}/metrics")
+        supervisor.run()
+        if metrics is not None:
+            metrics.shutdown()
+            metrics.server_close()
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def run_worker(settings: GatewayConfig, index: int, ready: Queue[int]) -> None:
+    """One worker process of a multi-process instance (the supervisor's target)."""
+    configure_logging(settings.log_level, worker=index)
+    factory = authenticator_factory_for(settings)
+    uvloop.run(_serve(settings, factory, worker=index, ready=ready))
+
+
+async def _serve(
+    settings: GatewayConfig,
+    factory: AuthenticatorFactory | None,
+    *,
+    worker: int | None = None,
+    ready: Queue[int] | None = None,
+) -> None:
     # Installed before anything starts, so that a stop request during start-up still gets
     # the draining shutdown; SIGUSR1 dumps every thread's stack (a gateway that seems stuck
     # can say where).
@@ -101,12 +181,22 @@ async def _serve(settings: GatewayConfig, factory: AuthenticatorFactory | None) 
         loop.add_signal_handler(sig, stop.set)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     metrics = GatewayMetrics()
-    enforcement = QuotaEnforcement.from_config(settings)
+    member = f"{settings.gateway_id}/{worker or 0}"
+    enforcement = QuotaEnforcement.from_config(settings, member=member)
     metrics.registry.register(QuotaCollector(enforcement.runtime))
     gateway = Gateway(
         settings, authenticator_factory=factory, metrics=metrics, plugins=[enforcement]
     )
     await gateway.start()
+    if worker is not None and ready is not None:
+        ready.put(worker)
+        # A worker whose supervisor is gone (killed) stops rather than serve on unwatched.
+        supervisor = os.getppid()
+        watch = loop.create_task(_stop_when_orphaned(supervisor, stop))
+        await stop.wait()
+        watch.cancel()
+        await gateway.shutdown()
+        return
     for name, address in gateway.bootstrap.items():
         listener = gateway.listeners[name].config
         typer.echo(
@@ -120,3 +210,9 @@ async def _serve(settings: GatewayConfig, factory: AuthenticatorFactory | None) 
     await stop.wait()
     typer.echo("Shutting down: draining in-flight requests...")
     await gateway.shutdown()
+
+
+async def _stop_when_orphaned(parent: int, stop: asyncio.Event) -> None:
+    while os.getppid() == parent:
+        await asyncio.sleep(1.0)
+    stop.set()

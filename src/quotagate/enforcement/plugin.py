@@ -32,8 +32,9 @@ class QuotaEnforcement(Plugin):
         )
 
     @classmethod
-    def from_config(cls, config: GatewayConfig) -> QuotaEnforcement:
-        return cls(QuotaRuntime.from_config(config))
+    def from_config(cls, config: GatewayConfig, member: str | None = None) -> QuotaEnforcement:
+        """``member``: this worker's name in its fleet (``<gateway id>/<worker index>``)."""
+        return cls(QuotaRuntime.from_config(config, member=member))
 
     def stages(self) -> Sequence[Stage]:
         return self._stages

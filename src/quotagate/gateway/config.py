@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -59,6 +60,8 @@ class GatewayConfig:
     bootstrap_servers: tuple[HostPort, ...] = ()
     """Upstream cluster; empty means: start an embedded tansu broker."""
     gateway_id: str = "quotagate"
+    workers: int = 1
+    """Worker processes sharing every port (SO_REUSEPORT) under one supervisor."""
     socket_request_max_bytes: int = DEFAULT_MAX_FRAME_BYTES
     max_connections: int = INT32_MAX
     connections_max_idle_ms: int = 600_000
@@ -163,10 +166,26 @@ def _sasl_mechanisms(key: str, value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
+MAX_WORKERS: Final = 256
+
+
+def parse_workers(key: str, value: Any) -> int:
+    """A worker count, or ``"auto"``: one per core."""
+    if value == "auto":
+        return min(os.cpu_count() or 1, MAX_WORKERS)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORKERS:
+        raise ConfigError(
+            f"{key} = {value!r} must be a whole number from 1 to {MAX_WORKERS}, or \"auto\" "
+            f"(one per core, {os.cpu_count() or 1} here)"
+        )
+    return int(value)
+
+
 KeySpec = tuple[str, Callable[[str, Any], Any]]  # (dataclass field, parser)
 
 _GATEWAY_KEYS: Final[dict[str, KeySpec]] = {
     "id": ("gateway_id", _str),
+    "workers": ("workers", parse_workers),
     "socket.request.max.bytes": ("socket_request_max_bytes", integer(1)),
     "max.connections": ("max_connections", integer(1)),
     "connections.max.idle.ms": ("connections_max_idle_ms", integer(1)),

@@ -35,6 +35,9 @@ class Listener:
         self._servers: list[asyncio.Server] = []
         self._node_ports: dict[int, int] = {}
         self.bound: HostPort | None = None
+        # The workers of one instance listen on the same ports; the kernel spreads
+        # connections over them.
+        self._shares_ports = services.config.workers > 1
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -49,6 +52,7 @@ class Listener:
             self.config.listen.port,
             ssl=self._ssl,
             reuse_address=True,
+            reuse_port=self._shares_ports,
             backlog=_BACKLOG,
         )
         self._servers.append(server)
@@ -84,6 +88,8 @@ class Listener:
         # even before the event loop starts accepting them.
         sock = socket.socket(_family(self.config.listen.host), socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if self._shares_ports:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         try:
             sock.bind((self.config.listen.host, port))
         except OSError as exc:
