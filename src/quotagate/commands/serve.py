@@ -112,11 +112,11 @@ def _settings(
     if workers is not None:
         count = parse_workers("--workers", workers if workers == "auto" else _number(workers))
         settings = dataclasses.replace(settings, workers=count)
-    if settings.workers > 1 and not fleet_settings(settings).exchange_enabled:
+    if settings.workers > 1 and fleet_settings(settings).exchange_enabled is None:
         raise ConfigError(
             f"workers = {settings.workers} needs the fleet's usage exchange, or each worker "
-            "would enforce every quota in full: set exchange.enabled = true in [fleet] "
-            "(docs/fleet.md), or run one worker"
+            "enforces every quota in full: set exchange.enabled = true in [fleet] "
+            "(docs/fleet.md); exchange.enabled = false keeps quotas per worker on purpose"
         )
     return settings
 

@@ -56,6 +56,8 @@ def merge(texts: Mapping[int, str]) -> Iterator[Metric]:
     sums: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
     for index in sorted(texts):
         for family in text_string_to_metric_families(texts[index]):
+            if family.name.endswith("_created"):
+                continue  # a worker's creation time of a counter: neither sums nor means much
             merged = families.get(family.name)
             if merged is None:
                 merged = families[family.name] = Metric(
@@ -65,7 +67,7 @@ def merge(texts: Mapping[int, str]) -> Iterator[Metric]:
                 totals = sums.setdefault(family.name, {})
                 for sample in family.samples:
                     if sample.name.endswith("_created"):
-                        continue  # a creation time does not add up
+                        continue
                     key = (sample.name, tuple(sorted(sample.labels.items())))
                     totals[key] = totals.get(key, 0.0) + sample.value
             else:

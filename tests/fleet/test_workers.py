@@ -1,0 +1,264 @@
+"""``quotagate serve --workers N``: real worker processes on one port, real clients.
+
+* One client id offering twice its 2 MB/s quota over 24 connections, which the kernel spreads
+  over four workers: held to the quota as one process holds it; with the exchange switched
+  off, each worker enforces the whole quota and the client gets about four times as much.
+* ``kill -9`` of a worker: the supervisor restarts it, clients reconnect, no acked message is
+  lost; SIGTERM stops every process.
+* A wrong ``--workers`` says what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from confluent_kafka import Consumer
+
+from quotagate.gateway.embedded import TansuBroker, free_port
+from quotagate.protocol import api_keys
+from quotagate.store.quotas import Change, QuotaStore
+from support.fleet_load import CLIENT_ID, offer, wire_rate
+from support.producers import SteadyProducer
+
+pytestmark = pytest.mark.integration
+
+QUOTA = 2_000_000.0
+WARM_UP_S = 5.0
+MEASURE_S = 40.0
+CONNECTIONS = 24
+QUOTAGATE = Path(sys.executable).parent / "quotagate"
+
+
+class Instance:
+    """``quotagate serve`` as a process, with its own store, usage directory and metrics."""
+
+    def __init__(self, tmp: Path, upstream: str, workers: int, exchange: bool) -> None:
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.tmp = tmp
+        self.usage = tmp / "usage"
+        self.metrics_port = free_port()
+        store = tmp / "store.db"
+        with_quota = QuotaStore.open(store)
+        with_quota.alter_client_quotas(
+            [Change({"client-id": CLIENT_ID}, "producer_byte_rate", QUOTA)], "test", "test"
+        )
+        with_quota.close()
+        config = tmp / "quotagate.toml"
+        config.write_text(
+            f'[gateway]\nid = "w-{uuid.uuid4().hex[:6]}"\n'
+            f'[upstream]\nbootstrap.servers = "{upstream}"\n'
+            f'[[listeners]]\nlisten = "127.0.0.1:0"\nbroker.port.start = {free_port()}\n'
+            "broker.node.id.start = 111\nbroker.port.count = 1\n"
+            f'[metrics]\nlisten = "127.0.0.1:{self.metrics_port}"\n'
+            f'[store]\npath = "{store}"\n'
+            f'[usage]\npath = "{self.usage}"\n'
+            '[quotas]\n"quota.window.num" = 2\n"quota.window.size.seconds" = 1\n'
+            f'[fleet]\nid = "f-{uuid.uuid4().hex[:6]}"\n'
+            f'"exchange.enabled" = {str(exchange).lower()}\n'
+        )
+        self.process = subprocess.Popen(
+            [str(QUOTAGATE), "serve", "--config", str(config), "--workers", str(workers)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            text=True,
+        )
+        self.lines: list[str] = []
+        self.bootstrap = self._wait_for_bootstrap()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _wait_for_bootstrap(self) -> str:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line and self.process.poll() is not None:
+                break
+            self.lines.append(line)
+            found = re.search(r"bootstrap\.servers=(127\.0\.0\.1:\d+)", line)
+            if found:
+                return found[1]
+        raise AssertionError("instance did not start:\n" + "".join(self.lines))
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def metrics(self) -> str:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return str(response.read().decode())
+
+    def worker_pids(self) -> dict[int, int]:
+        return {
+            int(m[1]): int(m[2])
+            for m in re.finditer(
+                r"event=worker_started worker=(\d+) pid=(\d+)", "".join(self.lines)
+            )
+        }
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                raise AssertionError("instance did not stop on SIGTERM") from None
+        self._reader.join(10)
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[TansuBroker]:
+    with TansuBroker() as broker:
+        yield broker
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _pids_with_produce(usage: Path) -> set[str]:
+    """Worker pids (from the usage file names) that carried the client's produce requests."""
+    pids = set()
+    for path in usage.rglob("part-*.parquet"):
+        table = pq.read_table(path, columns=["client_id", "api_key"]).to_pylist()
+        if any(r["client_id"] == CLIENT_ID and r["api_key"] == api_keys.PRODUCE for r in table):
+            pids.add(path.name.split("-")[-2])
+    return pids
+
+
+def test_four_workers_hold_one_client_to_its_quota(upstream: TansuBroker, tmp_path: Path) -> None:
+    configs = {"one process": (1, True), "four workers": (4, True), "no exchange": (4, False)}
+    instances = {
+        name: Instance(tmp_path / name.replace(" ", "-"), upstream.bootstrap, *config)
+        for name, config in configs.items()
+    }
+    results: dict[str, float] = {}
+    pids: dict[str, set[str]] = {}
+    try:
+
+        def run(name: str) -> None:
+            instance = instances[name]
+            start = offer([instance.bootstrap] * CONNECTIONS, 2 * QUOTA, WARM_UP_S + MEASURE_S + 1)
+            instance.stop()
+            results[name] = wire_rate(instance.usage, start + WARM_UP_S, MEASURE_S) / QUOTA
+            pids[name] = _pids_with_produce(instance.usage)
+
+        threads = [threading.Thread(target=run, args=(name,)) for name in instances]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+    finally:
+        for instance in instances.values():
+            instance.stop()
+    assert len(pids["four workers"]) == 4, pids
+    assert 0.95 <= results["four workers"] <= 1.05, results
+    assert abs(results["four workers"] - results["one process"]) <= 0.03, results
+    assert results["no exchange"] >= 3.0, results
+
+
+def test_a_killed_worker_is_restarted_and_no_acked_message_is_lost(
+    upstream: TansuBroker, tmp_path: Path
+) -> None:
+    instance = Instance(tmp_path, upstream.bootstrap, workers=2, exchange=True)
+    try:
+        with SteadyProducer(instance.bootstrap) as producer:
+            time.sleep(2)
+            victim = instance.worker_pids()[0]
+            os.kill(victim, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while instance.worker_pids()[0] == victim:
+                assert time.monotonic() < deadline, "".join(instance.lines[-20:])
+                time.sleep(0.1)
+            time.sleep(4)
+        assert producer.errors == [], producer.errors[:3]
+        assert producer.acked > 0
+        consumer = Consumer(
+            {
+                "bootstrap.servers": instance.bootstrap,
+                "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.subscribe([producer.topic])
+        seen = 0
+        deadline = time.monotonic() + 60
+        while seen < producer.acked and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen += 1
+        consumer.close()
+        assert seen >= producer.acked
+        output = "".join(instance.lines)
+        assert "event=worker_exited worker=0" in output
+        assert re.search(r"quotagate_worker_up\{worker=\"0\"\} 1\.0", instance.metrics())
+        pids = list(instance.worker_pids().values())
+    finally:
+        instance.stop()
+    assert instance.process.returncode == 0
+    assert not any(_alive(pid) for pid in pids), "a worker outlived its instance"
+
+
+def test_metrics_sum_the_workers(upstream: TansuBroker, tmp_path: Path) -> None:
+    instance = Instance(tmp_path, upstream.bootstrap, workers=2, exchange=True)
+    try:
+        with SteadyProducer(instance.bootstrap):
+            time.sleep(2)
+        text = instance.metrics()
+    finally:
+        instance.stop()
+    assert "quotagate_workers 2.0" in text
+    produced = re.search(r'quotagate_requests_total\{api="produce"\} ([0-9.e+]+)', text)
+    assert produced and float(produced[1]) > 0, text
+    assert re.search(r'quotagate_connections\{listener="PLAINTEXT",worker="1"\}', text)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("0", "must be a whole number from 1 to 256"), ("lots", 'or "auto"')],
+)
+def test_a_wrong_worker_count_says_what_is_wrong(value: str, message: str) -> None:
+    done = subprocess.run(
+        [str(QUOTAGATE), "serve", "--workers", value],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert message in done.stderr
+
+
+def test_more_workers_than_one_need_the_exchange_decided(tmp_path: Path) -> None:
+    config = tmp_path / "q.toml"
+    config.write_text("[gateway]\nworkers = 2\n")
+    done = subprocess.run(
+        [str(QUOTAGATE), "serve", "--config", str(config)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "needs the fleet's usage exchange" in done.stderr
