@@ -2,7 +2,8 @@
 
 * One client id offering twice its 2 MB/s quota over 24 connections, which the kernel spreads
   over four workers: held to the quota as one process holds it; with the exchange switched
-  off, each worker enforces the whole quota and the client gets about four times as much.
+  off, each worker enforces the whole quota and a client offering five times its quota gets
+  about four times as much.
 * ``kill -9`` of a worker: the supervisor restarts it, clients reconnect, no acked message is
   lost; SIGTERM stops every process.
 * A wrong ``--workers`` says what is wrong.
@@ -38,13 +39,16 @@ QUOTA = 2_000_000.0
 WARM_UP_S = 5.0
 MEASURE_S = 40.0
 CONNECTIONS = 24
+VALUE = b"w" * 8192  # 4 MB/s offered per instance in few enough records for a 2-core machine
 QUOTAGATE = Path(sys.executable).parent / "quotagate"
 
 
 class Instance:
     """``quotagate serve`` as a process, with its own store, usage directory and metrics."""
 
-    def __init__(self, tmp: Path, upstream: str, workers: int, exchange: bool) -> None:
+    def __init__(
+        self, tmp: Path, upstream: str, workers: int, exchange: bool, quota: float = QUOTA
+    ) -> None:
         tmp.mkdir(parents=True, exist_ok=True)
         self.tmp = tmp
         self.usage = tmp / "usage"
@@ -52,7 +56,7 @@ class Instance:
         store = tmp / "store.db"
         with_quota = QuotaStore.open(store)
         with_quota.alter_client_quotas(
-            [Change({"client-id": CLIENT_ID}, "producer_byte_rate", QUOTA)], "test", "test"
+            [Change({"client-id": CLIENT_ID}, "producer_byte_rate", quota)], "test", "test"
         )
         with_quota.close()
         config = tmp / "quotagate.toml"
@@ -148,10 +152,19 @@ def _pids_with_produce(usage: Path) -> set[str]:
 
 
 def test_four_workers_hold_one_client_to_its_quota(upstream: TansuBroker, tmp_path: Path) -> None:
-    configs = {"one process": (1, True), "four workers": (4, True), "no exchange": (4, False)}
+    # (workers, exchange, quota, offered load in quotas): without the exchange the client
+    # offers five times its quota, to show it then gets what four independent workers allow
+    # (a quarter of the quota there keeps the machine's load, and so the others' timing, alike).
+    configs = {
+        "one process": (1, True, QUOTA, 2),
+        "four workers": (4, True, QUOTA, 2),
+        "no exchange": (4, False, QUOTA / 4, 5),
+    }
     instances = {
-        name: Instance(tmp_path / name.replace(" ", "-"), upstream.bootstrap, *config)
-        for name, config in configs.items()
+        name: Instance(
+            tmp_path / name.replace(" ", "-"), upstream.bootstrap, workers, exchange, quota
+        )
+        for name, (workers, exchange, quota, _) in configs.items()
     }
     results: dict[str, float] = {}
     pids: dict[str, set[str]] = {}
@@ -159,9 +172,15 @@ def test_four_workers_hold_one_client_to_its_quota(upstream: TansuBroker, tmp_pa
 
         def run(name: str) -> None:
             instance = instances[name]
-            start = offer([instance.bootstrap] * CONNECTIONS, 2 * QUOTA, WARM_UP_S + MEASURE_S + 1)
+            _, _, quota, offered = configs[name]
+            start = offer(
+                [instance.bootstrap] * CONNECTIONS,
+                offered * quota,
+                WARM_UP_S + MEASURE_S + 1,
+                VALUE,
+            )
             instance.stop()
-            results[name] = wire_rate(instance.usage, start + WARM_UP_S, MEASURE_S) / QUOTA
+            results[name] = wire_rate(instance.usage, start + WARM_UP_S, MEASURE_S) / quota
             pids[name] = _pids_with_produce(instance.usage)
 
         threads = [threading.Thread(target=run, args=(name,)) for name in instances]
@@ -175,7 +194,8 @@ def test_four_workers_hold_one_client_to_its_quota(upstream: TansuBroker, tmp_pa
     assert len(pids["four workers"]) == 4, pids
     assert 0.95 <= results["four workers"] <= 1.05, results
     assert abs(results["four workers"] - results["one process"]) <= 0.03, results
-    assert results["no exchange"] >= 3.0, results
+    # Up to 4x: a worker that drew few of the 24 connections is offered less than its quota.
+    assert 3.0 <= results["no exchange"] <= 4.2, results
 
 
 def test_a_killed_worker_is_restarted_and_no_acked_message_is_lost(

@@ -106,9 +106,9 @@ class FleetRun:
         return gateway
 
 
-def offer(bootstraps: list[str], rate: float, seconds: float) -> float:
+def offer(bootstraps: list[str], rate: float, seconds: float, value: bytes = VALUE) -> float:
     """One producer of client ``CLIENT_ID`` per bootstrap address, together offering ``rate``
-    bytes/s for ``seconds``; returns the start time (epoch seconds)."""
+    bytes/s of ``value`` records for ``seconds``; returns the start time (epoch seconds)."""
     topic = f"spread-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstraps[0]})
     for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
@@ -117,7 +117,8 @@ def offer(bootstraps: list[str], rate: float, seconds: float) -> float:
     errors: list[str] = []
     threads = [
         threading.Thread(
-            target=_paced, args=(bootstrap, topic, rate / len(bootstraps), start + seconds, errors)
+            target=_paced,
+            args=(bootstrap, topic, rate / len(bootstraps), start + seconds, value, errors),
         )
         for bootstrap in bootstraps
     ]
@@ -149,7 +150,9 @@ def wire_rate(usage: Path, start: float, seconds: float) -> float:
     return wire / seconds
 
 
-def _paced(bootstrap: str, topic: str, rate: float, stop_at: float, errors: list[str]) -> None:
+def _paced(
+    bootstrap: str, topic: str, rate: float, stop_at: float, value: bytes, errors: list[str]
+) -> None:
     """Offer ``rate`` bytes/s; what a throttled client cannot hand over is lost, not queued,
     so the offered load stays what it says (a greedy backlog would arrive in bursts)."""
     producer = Producer(
@@ -169,7 +172,7 @@ def _paced(bootstrap: str, topic: str, rate: float, stop_at: float, errors: list
     while time.time() < stop_at:
         while offered < (time.time() - started) * rate:
             with contextlib.suppress(BufferError):
-                producer.produce(topic, VALUE, on_delivery=delivered)
-            offered += len(VALUE)
+                producer.produce(topic, value, on_delivery=delivered)
+            offered += len(value)
         producer.poll(0.005)
     producer.flush(60)
