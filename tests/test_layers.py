@@ -21,7 +21,7 @@ ALLOWED: dict[str, set[str]] = {
     "protocol": set(),
     "logs": set(),
     "usage": {"quota", "logs"},
-    "store": {"logs"},
+    "store": {"fleet", "logs"},
     "gateway": {"protocol", "quota", "store", "logs"},
     "fleet": {"quota", "logs"},
     "instance": {"gateway", "protocol", "logs"},

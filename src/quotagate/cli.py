@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from quotagate import __version__
-from quotagate.commands import engine, pipeline, quotas, serve, topic_quotas, topics, users
+from quotagate.commands import engine, pipeline, quotas, serve, store, topic_quotas, topics, users
 
 app = typer.Typer(
     name="quotagate",
@@ -37,6 +37,7 @@ app.command("serve")(serve.serve)
 app.add_typer(topics.app, name="topics")
 app.add_typer(quotas.app, name="quotas")
 app.add_typer(topic_quotas.app, name="topic-quotas")
+app.add_typer(store.app, name="store")
 
 
 def main() -> None:

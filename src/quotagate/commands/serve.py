@@ -35,6 +35,7 @@ from quotagate.instance.metrics import WorkersCollector
 from quotagate.instance.ports import hold_listen_ports
 from quotagate.instance.supervisor import StartError, Supervisor
 from quotagate.logs import configure_logging
+from quotagate.store.backends import StoreError
 
 
 def serve(
@@ -61,7 +62,8 @@ def serve(
     """Run the Kafka gateway in front of an upstream cluster (or an embedded tansu broker)."""
     try:
         settings = _settings(config, listen, upstream, workers)
-        factory = authenticator_factory_for(settings)
+        # The SQLite store is checked before anything starts; the upstream's once it runs.
+        factory = None if settings.store_backend == "kafka" else authenticator_factory_for(settings)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -83,10 +85,12 @@ def serve(
         )
     try:
         if settings.workers == 1:
+            if factory is None:
+                factory = authenticator_factory_for(settings)
             uvloop.run(_serve(settings, factory))
         else:
             _serve_workers(settings)
-    except (OSError, StartError) as exc:
+    except (OSError, StartError, ConfigError, StoreError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
     finally:
@@ -111,13 +115,8 @@ def _settings(
     )
     if workers is not None:
         count = parse_workers("--workers", workers if workers == "auto" else _number(workers))
-        settings = dataclasses.replace(settings, workers=count)
-    if settings.workers > 1 and fleet_settings(settings).exchange_enabled is None:
-        raise ConfigError(
-            f"workers = {settings.workers} needs the fleet's usage exchange, or each worker "
-            "enforces every quota in full: set exchange.enabled = true in [fleet] "
-            "(docs/fleet.md); exchange.enabled = false keeps quotas per worker on purpose"
-        )
+        settings = validate(dataclasses.replace(settings, workers=count))
+    fleet_settings(settings)  # a wrong [fleet] says so now, not in every worker
     return settings
 
 

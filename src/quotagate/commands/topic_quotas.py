@@ -15,9 +15,9 @@ from typing import Annotated
 
 import typer
 
-from quotagate.commands.users import resolve_store_path
+from quotagate.commands.users import resolve_store
 from quotagate.quota import ThresholdError, TopicBytesInQuota
-from quotagate.store.quotas import QuotaStore
+from quotagate.store.backends import QuotaBackend, StoreError, open_quota_store
 
 app = typer.Typer(help="Describe and alter per-topic bytes-in thresholds.", no_args_is_help=True)
 
@@ -38,7 +38,7 @@ Config = Annotated[
 @app.command()
 def describe(store: Store = None, config: Config = None) -> None:
     """Show the total threshold, explicit per-topic thresholds and the share of the others."""
-    quota_store = QuotaStore.open(resolve_store_path(store, config))
+    quota_store = _open(store, config)
     try:
         total = quota_store.total_threshold()
         thresholds = quota_store.topic_thresholds()
@@ -73,7 +73,7 @@ def alter(
     """Set or remove a topic's threshold or the gateway total (checked against the sum rule)."""
     if topic is None and total is None and not delete:
         raise typer.BadParameter("give --topic with --threshold/--delete, or --total")
-    quota_store = QuotaStore.open(resolve_store_path(store, config))
+    quota_store = _open(store, config)
     who = f"cli:{getpass.getuser()}"
     try:
         model = TopicBytesInQuota(quota_store.total_threshold(), 0)
@@ -95,3 +95,11 @@ def alter(
     finally:
         quota_store.close()
     typer.echo("Completed updating thresholds.")
+
+
+def _open(store: Store, config: Config) -> QuotaBackend:
+    try:
+        return open_quota_store(resolve_store(store, config), "quotagate-cli")
+    except StoreError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import typer
 
-from quotagate.gateway.config import ConfigError, GatewayConfig, load_config
-from quotagate.store.credentials import DEFAULT_ITERATIONS, CredentialStore
+from quotagate.gateway.config import ConfigError, GatewayConfig, load_config, store_settings
+from quotagate.store.backends import StoreError, StoreSettings, open_credentials
+from quotagate.store.credentials import DEFAULT_ITERATIONS, Credentials
 from quotagate.store.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramMechanism
 
 app = typer.Typer(
@@ -36,16 +37,25 @@ _MECHANISM_OPTION = typer.Option(
 )
 
 
-def resolve_store_path(store: Path | None, config: Path | None) -> Path:
-    """--store wins, then ``[store] path`` of the gateway config (as ``quotagate serve`` does)."""
+def resolve_store(store: Path | None, config: Path | None) -> StoreSettings:
+    """--store (a SQLite file) wins, then the ``[store]`` of the gateway config (as
+    ``quotagate serve`` reads it: a file, or the upstream's config topic)."""
     if store is not None:
-        return store
+        return StoreSettings(path=str(store))
     if config is not None:
         try:
-            return Path(load_config(config).store_path)
+            return store_settings(load_config(config))
         except ConfigError as exc:
             raise typer.BadParameter(str(exc), param_hint="--config") from exc
-    return Path(GatewayConfig().store_path)
+    return store_settings(GatewayConfig())
+
+
+def open_store_credentials(store: Path | None, config: Path | None) -> Credentials:
+    try:
+        return open_credentials(resolve_store(store, config), "quotagate-cli")
+    except StoreError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 def _mechanisms(names: list[str] | None) -> list[ScramMechanism]:
@@ -97,8 +107,8 @@ def add(
         )
     if not password:
         raise typer.BadParameter("the password must not be empty", param_hint="password")
-    path = resolve_store_path(store, config)
-    credentials = CredentialStore.open(path)
+    where = resolve_store(store, config).describe()
+    credentials = open_store_credentials(store, config)
     try:
         credentials.set_password(username, password, mechanisms, iterations)
     except ValueError as exc:
@@ -106,7 +116,7 @@ def add(
     finally:
         credentials.close()
     names = ", ".join(m.value for m in mechanisms)
-    typer.echo(f"User:{username} stored for {names} ({iterations} iterations) in {path}")
+    typer.echo(f"User:{username} stored for {names} ({iterations} iterations) in {where}")
 
 
 @app.command("remove")
@@ -118,14 +128,14 @@ def remove(
 ) -> None:
     """Delete a user's credentials (all mechanisms unless --mechanism is given)."""
     mechanisms = _mechanisms(mechanism) if mechanism else None
-    path = resolve_store_path(store, config)
-    credentials = CredentialStore.open(path)
+    where = resolve_store(store, config).describe()
+    credentials = open_store_credentials(store, config)
     try:
         removed = credentials.remove(username, mechanisms)
     finally:
         credentials.close()
     if removed == 0:
-        typer.echo(f"no credentials for User:{username} in {path}", err=True)
+        typer.echo(f"no credentials for User:{username} in {where}", err=True)
         raise typer.Exit(code=1)
     typer.echo(f"removed {removed} credential(s) of User:{username}")
 
@@ -136,7 +146,7 @@ def list_users(
     config: Path | None = _CONFIG_OPTION,
 ) -> None:
     """List users with their mechanisms and iteration counts (never any key material)."""
-    credentials = CredentialStore.open(resolve_store_path(store, config))
+    credentials = open_store_credentials(store, config)
     try:
         entries = credentials.users()
     finally:

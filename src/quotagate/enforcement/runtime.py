@@ -13,7 +13,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any, Final
 
 from quotagate.enforcement.fleet_link import FleetLink, ReportLogFactory, upstream_report_log
@@ -23,11 +22,12 @@ from quotagate.enforcement.stamps import ConnectionStamps
 from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
 from quotagate.enforcement.upstream_facts import UpstreamFacts, refresh_forever
 from quotagate.fleet.settings import FleetSettings
-from quotagate.gateway import Exchange, GatewayConfig
+from quotagate.gateway import Exchange, GatewayConfig, store_settings
 from quotagate.logs import kv
 from quotagate.protocol import api_table
 from quotagate.quota import Cause, QuotaManagers, TopicBytesInQuota, principal_user, settle
-from quotagate.store.quotas import Change, EntityKey, QuotaStore, entity_key
+from quotagate.store.backends import QuotaBackend, open_quota_store
+from quotagate.store.quotas import Change, EntityKey, entity_key
 from quotagate.usage.writer import UsageWriter, UsageWriterSettings
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class QuotaRuntime:
         *,
         gateway_id: str = "quotagate",
         bootstrap: Iterable[Any] = (),
-        store: QuotaStore | None = None,
+        store: QuotaBackend | None = None,
     ) -> None:
         self.settings = settings
         self.fleet: FleetLink | None = None
@@ -81,7 +81,7 @@ class QuotaRuntime:
     def from_config(
         cls,
         config: GatewayConfig,
-        store: QuotaStore | None = None,
+        store: QuotaBackend | None = None,
         *,
         member: str | None = None,
         report_log: ReportLogFactory | None = None,
@@ -90,9 +90,7 @@ class QuotaRuntime:
         ``report_log`` opens the fleet's usage topic (default: on the upstream)."""
         settings = QuotaSettings.from_config(config)
         if store is None:
-            store_path = getattr(config, "store_path", None)
-            if store_path:
-                store = QuotaStore.open(Path(store_path))
+            store = open_quota_store(store_settings(config), f"quotagate-{member or 'store'}")
         runtime = cls(
             settings, gateway_id=config.gateway_id, bootstrap=config.bootstrap_servers, store=store
         )
@@ -137,10 +135,15 @@ class QuotaRuntime:
                     queue_size=usage.queue_size,
                 )
             )
+        loop = asyncio.get_running_loop()
+        watch = getattr(self.store, "watch", None)
+        if watch is not None:
+            # A change written by another process applies as soon as it is read, not at the
+            # next housekeeping tick.
+            watch(lambda: loop.call_soon_threadsafe(self._store_changed))
         if self.fleet is not None:
             # Before the first request: a restarted worker begins with the fleet's usage.
             await self.fleet.start()
-        loop = asyncio.get_running_loop()
         if self.bootstrap:
             self._tasks.append(
                 loop.create_task(refresh_forever(self.facts, self.bootstrap, UPSTREAM_REFRESH_S))
@@ -204,6 +207,14 @@ class QuotaRuntime:
                 quota.set_total_threshold(total)
             except ValueError as exc:
                 log.warning(kv("threshold_not_applied", topic="<total>", error=exc))
+
+    def _store_changed(self) -> None:
+        store = self.store
+        if store is not None and store.data_version() != self._store_version:
+            try:
+                self.reload_store()
+            except Exception:
+                log.exception("store_reload_failed")
 
     def alter_client_quotas(
         self, changes: list[Change], principal: str, source: str

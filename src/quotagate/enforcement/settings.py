@@ -71,8 +71,10 @@ class QuotaSettings:
 
 
 def fleet_settings(config: GatewayConfig) -> FleetSettings:
-    """The ``[fleet]`` section (fleet.settings documents it)."""
+    """The ``[fleet]`` section (fleet.settings documents it); the usage exchange is on by
+    default exactly when the store is the upstream's, which is what makes a fleet."""
     values = parse_section(FLEET_SECTION, dict(config.extra.get(FLEET_SECTION, {})), _FLEET_KEYS)
+    values.setdefault("exchange_enabled", config.store_backend == "kafka")
     return FleetSettings(**values)
 
 
@@ -112,6 +114,8 @@ _QUOTA_KEYS: Final[dict[str, KeySpec]] = {
     "topic.bytes.in.mode": ("topic_bytes_in_mode", _mode),
     "total.bytes.in.per.sec.threshold": ("total_bytes_in_threshold", _positive),
 }
+
+
 def _bool(key: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{key} = {value!r} must be true or false")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -72,10 +73,19 @@ class TopicLog:
 
     async def start(self, on_record: OnRecord, from_timestamp_ms: int | None = None) -> None:
         """Create the topic if missing, read it to its end from ``from_timestamp_ms``
-        (None: from the beginning), then follow it in the background."""
+        (None: from the beginning), then follow it in the background; ``on_record`` runs on
+        the calling event loop."""
         loop = asyncio.get_running_loop()
-        caught_up: asyncio.Future[None] = loop.create_future()
-        await loop.run_in_executor(None, self._ensure_topic)
+
+        def deliver(key: bytes | None, value: bytes | None) -> None:
+            loop.call_soon_threadsafe(on_record, key, value)
+
+        await loop.run_in_executor(None, self.start_in_thread, deliver, from_timestamp_ms)
+
+    def start_in_thread(self, on_record: OnRecord, from_timestamp_ms: int | None = None) -> None:
+        """As :meth:`start`, blocking until caught up; ``on_record`` runs on the log's own
+        thread (callers that are not on an event loop: the store)."""
+        self._ensure_topic()
         common = {
             "bootstrap.servers": self._bootstrap,
             "client.id": self._client_id,
@@ -83,33 +93,42 @@ class TopicLog:
         }
         self._producer = Producer({**common, **_PRODUCER_TUNING})
         self._consumer = Consumer({**common, **_CONSUMER_TUNING, "group.id": self._client_id})
-        start, end = await loop.run_in_executor(None, self._bounds, from_timestamp_ms)
+        start, end = self._bounds(from_timestamp_ms)
         self._consumer.assign([TopicPartition(self.topic, 0, start)])
-
-        def deliver(key: bytes | None, value: bytes | None) -> None:
-            on_record(key, value)
-
-        def done(error: BaseException | None) -> None:
-            if not caught_up.done():
-                if error is None:
-                    caught_up.set_result(None)
-                else:
-                    caught_up.set_exception(error)
-
+        caught_up = threading.Event()
         self._thread = threading.Thread(
             target=self._follow,
-            args=(loop, deliver, done, start, end),
+            args=(on_record, caught_up, start, end),
             name=f"topic-log-{self.topic}",
             daemon=True,
         )
         self._thread.start()
-        try:
-            await asyncio.wait_for(caught_up, _TIMEOUT_S)
-        except TimeoutError:
-            await self.close()
+        if not caught_up.wait(_TIMEOUT_S):
+            self.close_in_thread()
             raise TopicLogError(
                 f"could not read topic {self.topic} to its end within {_TIMEOUT_S:.0f} s"
-            ) from None
+            )
+
+    def append_and_wait(
+        self, key: bytes, value: bytes | None, timeout_s: float = _TIMEOUT_S
+    ) -> None:
+        """Append and block until the upstream acknowledged it (raises ``TopicLogError``)."""
+        acked = threading.Event()
+        failure: list[Any] = []
+
+        def delivered(error: Any, _message: Any) -> None:
+            if error is not None:
+                failure.append(error)
+            acked.set()
+
+        self._producer.produce(self.topic, value=value, key=key, on_delivery=delivered)
+        deadline = time.monotonic() + timeout_s
+        while not acked.is_set():
+            if time.monotonic() > deadline:
+                raise TopicLogError(f"no acknowledgement from {self.topic} in {timeout_s:.0f} s")
+            self._producer.poll(0.01)
+        if failure:
+            raise TopicLogError(f"cannot write to {self.topic}: {failure[0]}")
 
     def append(self, key: bytes, value: bytes) -> None:
         try:
@@ -119,17 +138,19 @@ class TopicLog:
             log.warning(kv("topic_log_append_dropped", topic=self.topic, reason="queue full"))
 
     async def close(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.close_in_thread)
+
+    def close_in_thread(self) -> None:
         self._stop.set()
-        loop = asyncio.get_running_loop()
         if self._thread is not None:
-            await loop.run_in_executor(None, self._thread.join, 5.0)
+            self._thread.join(5.0)
             self._thread = None
         if self._producer is not None:
             producer, self._producer = self._producer, None
-            await loop.run_in_executor(None, producer.flush, 5.0)
+            producer.flush(5.0)
         if self._consumer is not None:
             consumer, self._consumer = self._consumer, None
-            await loop.run_in_executor(None, consumer.close)
+            consumer.close()
 
     # -- worker-thread side ----------------------------------------------------------------
 
@@ -170,18 +191,10 @@ class TopicLog:
         # -1: nothing at or after that time, so only what comes next.
         return (high if found < 0 else found), high
 
-    def _follow(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        deliver: OnRecord,
-        done: Callable[[BaseException | None], None],
-        start: int,
-        end: int,
-    ) -> None:
+    def _follow(self, deliver: OnRecord, caught_up: threading.Event, start: int, end: int) -> None:
         consumer, producer = self._consumer, self._producer
-        caught_up = start >= end
-        if caught_up:
-            loop.call_soon_threadsafe(done, None)
+        if start >= end:
+            caught_up.set()
         while not self._stop.is_set():
             producer.poll(0)
             message = consumer.poll(_POLL_S)
@@ -190,16 +203,16 @@ class TopicLog:
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
-                    if not caught_up:
-                        caught_up = True
-                        loop.call_soon_threadsafe(done, None)
+                    caught_up.set()
                 else:
                     log.warning(kv("topic_log_read_error", topic=self.topic, error=error))
                 continue
-            loop.call_soon_threadsafe(deliver, message.key(), message.value())
-            if not caught_up and message.offset() + 1 >= end:
-                caught_up = True
-                loop.call_soon_threadsafe(done, None)
+            try:
+                deliver(message.key(), message.value())
+            except Exception:
+                log.exception(kv("topic_log_record_failed", topic=self.topic))
+            if message.offset() + 1 >= end:
+                caught_up.set()
 
     def _delivered(self, error: Any, _message: Any) -> None:
         if error is not None:

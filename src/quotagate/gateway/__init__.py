@@ -17,6 +17,7 @@ from quotagate.gateway.config import (
     ListenerConfig,
     integer,
     parse_section,
+    store_settings,
 )
 from quotagate.gateway.control import ControlChannel, build_request
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome, StateKey
@@ -46,4 +47,5 @@ __all__ = [
     "modelled_request",
     "parse_section",
     "refuse_unmodelled",
+    "store_settings",
 ]

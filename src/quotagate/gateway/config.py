@@ -19,6 +19,7 @@ from typing import Any, Final
 from quotagate.gateway.auth.authenticator import SASL_MECHANISMS, SecurityProtocol
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from quotagate.protocol.host_port import HostPort
+from quotagate.store.backends import StoreSettings
 
 INT32_MAX: Final = 2_147_483_647
 INT64_MAX: Final = 9_223_372_036_854_775_807
@@ -80,7 +81,12 @@ class GatewayConfig:
     metrics_listen: HostPort | None = None
     log_level: str = "INFO"
     store_path: str = "quotagate.db"
-    """SQLite store (credentials, later quotas); relative paths are from the working directory."""
+    """SQLite store; relative paths are from the working directory."""
+    store_backend: str = "sqlite"
+    """``sqlite`` (one process) or ``kafka`` (a compacted topic of the upstream: a fleet)."""
+    store_topic: str | None = None
+    """Default: ``_quotagate.<fleet id>.config``."""
+    store_replication_factor: int = -1
     extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Sections owned by other components (e.g. ``[store]``), passed through unparsed."""
 
@@ -225,6 +231,9 @@ _LISTENER_KEYS: Final[dict[str, KeySpec]] = {
 }
 _STORE_KEYS: Final[dict[str, KeySpec]] = {
     "path": ("store_path", _str),
+    "backend": ("store_backend", _choice("sqlite", "kafka")),
+    "topic": ("store_topic", _str),
+    "replication.factor": ("store_replication_factor", integer(-1, 32767)),
 }
 _SECTIONS: Final = ("gateway", "upstream", "listeners", "metrics", "log", "store")
 PLUGIN_SECTIONS: Final = ("quotas", "usage", "fleet")
@@ -290,6 +299,19 @@ def with_overrides(
     return validate(dataclasses.replace(config, listeners=listeners, bootstrap_servers=servers))
 
 
+def store_settings(config: GatewayConfig) -> StoreSettings:
+    """Where this gateway's quotas, thresholds and credentials live."""
+    fleet = config.extra.get("fleet", {})
+    fleet_id = fleet.get("id", "quotagate") if isinstance(fleet, Mapping) else "quotagate"
+    return StoreSettings(
+        backend=config.store_backend,
+        path=config.store_path,
+        topic=config.store_topic or f"_quotagate.{fleet_id}.config",
+        replication_factor=config.store_replication_factor,
+        bootstrap=",".join(str(address) for address in config.bootstrap_servers),
+    )
+
+
 def validate(config: GatewayConfig) -> GatewayConfig:
     """Fill derived defaults and check cross-key rules."""
     listeners = config.listeners or (
@@ -303,6 +325,17 @@ def validate(config: GatewayConfig) -> GatewayConfig:
         raise ConfigError(
             f"reconnect.backoff.max.ms ({config.reconnect_backoff_max_ms}) is below "
             f"reconnect.backoff.ms ({config.reconnect_backoff_ms}); raise the maximum"
+        )
+    if config.store_replication_factor == 0:
+        raise ConfigError(
+            "[store] replication.factor = 0 is not a replication factor: write -1 (the "
+            "upstream's default.replication.factor) or a number of replicas >= 1"
+        )
+    if config.workers > 1 and config.store_backend != "kafka":
+        raise ConfigError(
+            f"workers = {config.workers} needs the shared store: set backend = \"kafka\" in "
+            "[store] (every worker then reads the same quotas from the upstream; "
+            "`quotagate store migrate` copies a SQLite store there), or run one worker"
         )
     queued = config.queued_max_request_bytes
     if queued != UNBOUNDED_BYTES and queued < config.socket_request_max_bytes:

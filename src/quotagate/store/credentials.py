@@ -6,6 +6,7 @@ password, so one ``quotagate users add`` serves PLAIN, SCRAM-SHA-256 and SCRAM-S
 
 from __future__ import annotations
 
+import abc
 import hmac
 import secrets
 import sqlite3
@@ -67,22 +68,28 @@ def validate_iterations(iterations: int) -> None:
         )
 
 
-class CredentialStore:
-    """Salted, iterated SCRAM credentials (RFC 5802, RFC 7677) in one SQLite table."""
+class Credentials(abc.ABC):
+    """What every credential backend shares: passwords become salted SCRAM keys here, and
+    PLAIN logins are checked against them; the backends only store and fetch keys."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-        self._lock = threading.Lock()
-        migrate(conn, COMPONENT, MIGRATIONS)
+    def __init__(self) -> None:
         self._decoy: ScramKeys | None = None
 
-    @classmethod
-    def open(cls, path: str | Path) -> CredentialStore:
-        return cls(open_database(path))
+    @abc.abstractmethod
+    def put(self, username: str, mechanism: ScramMechanism, keys: ScramKeys) -> None: ...
 
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+    @abc.abstractmethod
+    def get(self, username: str, mechanism: ScramMechanism) -> ScramKeys | None: ...
+
+    @abc.abstractmethod
+    def remove(self, username: str, mechanisms: Iterable[ScramMechanism] | None = None) -> int:
+        """Delete the user's credentials (all, or the given mechanisms); return how many."""
+
+    @abc.abstractmethod
+    def users(self) -> list[UserEntry]: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
 
     def set_password(
         self,
@@ -104,6 +111,41 @@ class CredentialStore:
             raise ValueError("at least one mechanism is required")
         for mechanism, entry in keys:
             self.put(username, mechanism, entry)
+
+    def verify_password(self, username: str, password: str) -> bool:
+        """PLAIN check: derive the stored keys from ``password`` and compare in constant time."""
+        for mechanism in PLAIN_PREFERENCE:
+            stored = self.get(username, mechanism)
+            if stored is not None:
+                return _matches(mechanism, stored, password)
+        # Unknown users are checked against a decoy, so a miss costs as much as a hit.
+        if self._decoy is None:
+            self._decoy = derive_keys(
+                ScramMechanism.SCRAM_SHA_512,
+                secrets.token_hex(16),
+                secrets.token_bytes(SALT_BYTES),
+                DEFAULT_ITERATIONS,
+            )
+        _matches(ScramMechanism.SCRAM_SHA_512, self._decoy, password)
+        return False
+
+
+class CredentialStore(Credentials):
+    """Salted, iterated SCRAM credentials (RFC 5802, RFC 7677) in one SQLite table."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__()
+        self._conn = conn
+        self._lock = threading.Lock()
+        migrate(conn, COMPONENT, MIGRATIONS)
+
+    @classmethod
+    def open(cls, path: str | Path) -> CredentialStore:
+        return cls(open_database(path))
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
 
     def put(self, username: str, mechanism: ScramMechanism, keys: ScramKeys) -> None:
         """Store already derived keys (e.g. computed by another tool from the same formulas)."""
@@ -173,23 +215,6 @@ class CredentialStore:
         for username, mechanism, iterations in rows:
             entries.setdefault(username, {})[ScramMechanism(mechanism)] = int(iterations)
         return [UserEntry(name, mechs) for name, mechs in entries.items()]
-
-    def verify_password(self, username: str, password: str) -> bool:
-        """PLAIN check: derive the stored keys from ``password`` and compare in constant time."""
-        for mechanism in PLAIN_PREFERENCE:
-            stored = self.get(username, mechanism)
-            if stored is not None:
-                return _matches(mechanism, stored, password)
-        # Unknown users are checked against a decoy, so a miss costs as much as a hit.
-        if self._decoy is None:
-            self._decoy = derive_keys(
-                ScramMechanism.SCRAM_SHA_512,
-                secrets.token_hex(16),
-                secrets.token_bytes(SALT_BYTES),
-                DEFAULT_ITERATIONS,
-            )
-        _matches(ScramMechanism.SCRAM_SHA_512, self._decoy, password)
-        return False
 
 
 def _matches(mechanism: ScramMechanism, stored: ScramKeys, password: str) -> bool:

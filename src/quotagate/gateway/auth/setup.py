@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 from quotagate.gateway.auth.authenticator import SecurityProtocol
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
-from quotagate.gateway.config import ConfigError, GatewayConfig
-from quotagate.store.credentials import CredentialStore
+from quotagate.gateway.config import ConfigError, GatewayConfig, store_settings
+from quotagate.store.backends import StoreError, open_credentials
 
 
 def authenticator_factory(config: GatewayConfig) -> SaslAuthenticatorFactory | None:
@@ -20,9 +18,9 @@ def authenticator_factory(config: GatewayConfig) -> SaslAuthenticatorFactory | N
     if not sasl_listeners:
         return None
     try:
-        credentials = CredentialStore.open(config.store_path)
-    except (OSError, sqlite3.Error, RuntimeError) as exc:
-        raise ConfigError(f"cannot open the store {config.store_path}: {exc}") from exc
+        credentials = open_credentials(store_settings(config), "quotagate-credentials")
+    except StoreError as exc:
+        raise ConfigError(str(exc)) from exc
     return SaslAuthenticatorFactory(
         credentials,
         listener_mechanisms={

@@ -1,0 +1,76 @@
+"""Which store a process opens: the embedded SQLite file, or the upstream's config topic.
+
+``[store] backend = "sqlite"`` (the default) keeps quotas, thresholds and credentials in one
+file for one process. ``backend = "kafka"`` keeps them in a compacted topic of the upstream
+cluster, so every worker and instance of a fleet reads and writes the same configuration.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Final
+
+from quotagate.fleet.topic_log import TopicLogError
+from quotagate.store.credentials import Credentials, CredentialStore
+from quotagate.store.kafka_credentials import KafkaCredentialStore
+from quotagate.store.kafka_quotas import KafkaQuotaStore
+from quotagate.store.quotas import QuotaStore
+from quotagate.store.replicated_table import ReplicatedTable
+
+SQLITE: Final = "sqlite"
+KAFKA: Final = "kafka"
+BACKENDS: Final = (SQLITE, KAFKA)
+
+QuotaBackend = QuotaStore | KafkaQuotaStore
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSettings:
+    backend: str = SQLITE
+    path: str = "quotagate.db"
+    topic: str = "_quotagate.quotagate.config"
+    replication_factor: int = -1
+    bootstrap: str = ""
+    """The upstream cluster (``backend = "kafka"``)."""
+
+    def describe(self) -> str:
+        if self.backend == KAFKA:
+            return f"topic {self.topic} on {self.bootstrap}"
+        return f"file {self.path}"
+
+
+def open_quota_store(settings: StoreSettings, client_id: str = "quotagate") -> QuotaBackend:
+    if settings.backend == KAFKA:
+        return KafkaQuotaStore(_table(settings, client_id))
+    try:
+        return QuotaStore.open(settings.path)
+    except (OSError, sqlite3.Error, RuntimeError) as exc:
+        raise StoreError(f"cannot open the store {settings.describe()}: {exc}") from exc
+
+
+def open_credentials(settings: StoreSettings, client_id: str = "quotagate") -> Credentials:
+    if settings.backend == KAFKA:
+        return KafkaCredentialStore(_table(settings, client_id))
+    try:
+        return CredentialStore.open(settings.path)
+    except (OSError, sqlite3.Error, RuntimeError) as exc:
+        raise StoreError(f"cannot open the store {settings.describe()}: {exc}") from exc
+
+
+def _table(settings: StoreSettings, client_id: str) -> ReplicatedTable:
+    if not settings.bootstrap:
+        raise StoreError('[store] backend = "kafka" needs [upstream] bootstrap.servers')
+    try:
+        return ReplicatedTable.open(
+            settings.bootstrap,
+            settings.topic,
+            replication_factor=settings.replication_factor,
+            client_id=client_id,
+        )
+    except TopicLogError as exc:
+        raise StoreError(f"cannot open the store {settings.describe()}: {exc}") from exc
