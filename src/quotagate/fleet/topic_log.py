@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -33,6 +34,7 @@ OnRecord = Callable[[bytes | None, bytes | None], None]
 
 _POLL_S: Final = 0.02
 _TIMEOUT_S: Final = 30.0
+_CONNECT_TIMEOUT_S: Final = 5.0
 # Low latency over throughput: reports are small and their age is the fleet's overshoot.
 _CONSUMER_TUNING: Final = {
     "fetch.wait.max.ms": 10,
@@ -154,7 +156,21 @@ class TopicLog:
 
     # -- worker-thread side ----------------------------------------------------------------
 
+    def _check_reachable(self) -> None:
+        """Fail in seconds, with the reason, when no bootstrap server answers at all
+        (librdkafka would retry quietly until the 30 s timeout)."""
+        reasons = []
+        for address in self._bootstrap.split(","):
+            host, _, port = address.strip().rpartition(":")
+            try:
+                socket.create_connection((host, int(port)), timeout=_CONNECT_TIMEOUT_S).close()
+                return
+            except (OSError, ValueError) as exc:
+                reasons.append(f"{address.strip()}: {exc}")
+        raise TopicLogError(f"cannot reach the upstream ({'; '.join(reasons)})")
+
     def _ensure_topic(self) -> None:
+        self._check_reachable()
         admin_config: dict[str, Any] = {
             "bootstrap.servers": self._bootstrap,
             "client.id": self._client_id,
