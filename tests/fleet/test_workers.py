@@ -15,10 +15,8 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,10 +25,10 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Consumer
 
-from quotagate.gateway.embedded import TansuBroker, free_port
+from quotagate.gateway.embedded import TansuBroker
 from quotagate.protocol import api_keys
-from quotagate.store.quotas import Change, QuotaStore
 from support.fleet_load import CLIENT_ID, offer, wire_rate
+from support.instances import QUOTAGATE, Instance
 from support.producers import SteadyProducer
 
 pytestmark = pytest.mark.integration
@@ -40,91 +38,6 @@ WARM_UP_S = 5.0
 MEASURE_S = 40.0
 CONNECTIONS = 24
 VALUE = b"w" * 8192  # 4 MB/s offered per instance in few enough records for a 2-core machine
-QUOTAGATE = Path(sys.executable).parent / "quotagate"
-
-
-class Instance:
-    """``quotagate serve`` as a process, with its own store, usage directory and metrics."""
-
-    def __init__(
-        self, tmp: Path, upstream: str, workers: int, exchange: bool, quota: float = QUOTA
-    ) -> None:
-        tmp.mkdir(parents=True, exist_ok=True)
-        self.tmp = tmp
-        self.usage = tmp / "usage"
-        self.metrics_port = free_port()
-        store = tmp / "store.db"
-        with_quota = QuotaStore.open(store)
-        with_quota.alter_client_quotas(
-            [Change({"client-id": CLIENT_ID}, "producer_byte_rate", quota)], "test", "test"
-        )
-        with_quota.close()
-        config = tmp / "quotagate.toml"
-        config.write_text(
-            f'[gateway]\nid = "w-{uuid.uuid4().hex[:6]}"\n'
-            f'[upstream]\nbootstrap.servers = "{upstream}"\n'
-            f'[[listeners]]\nlisten = "127.0.0.1:0"\nbroker.port.start = {free_port()}\n'
-            "broker.node.id.start = 111\nbroker.port.count = 1\n"
-            f'[metrics]\nlisten = "127.0.0.1:{self.metrics_port}"\n'
-            f'[store]\npath = "{store}"\n'
-            f'[usage]\npath = "{self.usage}"\n'
-            '[quotas]\n"quota.window.num" = 2\n"quota.window.size.seconds" = 1\n'
-            f'[fleet]\nid = "f-{uuid.uuid4().hex[:6]}"\n'
-            f'"exchange.enabled" = {str(exchange).lower()}\n'
-        )
-        self.process = subprocess.Popen(
-            [str(QUOTAGATE), "serve", "--config", str(config), "--workers", str(workers)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            text=True,
-        )
-        self.lines: list[str] = []
-        self.bootstrap = self._wait_for_bootstrap()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _wait_for_bootstrap(self) -> str:
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line and self.process.poll() is not None:
-                break
-            self.lines.append(line)
-            found = re.search(r"bootstrap\.servers=(127\.0\.0\.1:\d+)", line)
-            if found:
-                return found[1]
-        raise AssertionError("instance did not start:\n" + "".join(self.lines))
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line)
-
-    def metrics(self) -> str:
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return str(response.read().decode())
-
-    def worker_pids(self) -> dict[int, int]:
-        return {
-            int(m[1]): int(m[2])
-            for m in re.finditer(
-                r"event=worker_started worker=(\d+) pid=(\d+)", "".join(self.lines)
-            )
-        }
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-                raise AssertionError("instance did not stop on SIGTERM") from None
-        self._reader.join(10)
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +114,7 @@ def test_four_workers_hold_one_client_to_its_quota(upstream: TansuBroker, tmp_pa
 def test_a_killed_worker_is_restarted_and_no_acked_message_is_lost(
     upstream: TansuBroker, tmp_path: Path
 ) -> None:
-    instance = Instance(tmp_path, upstream.bootstrap, workers=2, exchange=True)
+    instance = Instance(tmp_path, upstream.bootstrap, workers=2, exchange=True, quota=QUOTA)
     try:
         with SteadyProducer(instance.bootstrap) as producer:
             time.sleep(2)
@@ -241,7 +154,7 @@ def test_a_killed_worker_is_restarted_and_no_acked_message_is_lost(
 
 
 def test_metrics_sum_the_workers(upstream: TansuBroker, tmp_path: Path) -> None:
-    instance = Instance(tmp_path, upstream.bootstrap, workers=2, exchange=True)
+    instance = Instance(tmp_path, upstream.bootstrap, workers=2, exchange=True, quota=QUOTA)
     try:
         with SteadyProducer(instance.bootstrap):
             time.sleep(2)
@@ -270,7 +183,7 @@ def test_a_wrong_worker_count_says_what_is_wrong(value: str, message: str) -> No
     assert message in done.stderr
 
 
-def test_more_workers_than_one_need_the_exchange_decided(tmp_path: Path) -> None:
+def test_more_workers_than_one_need_the_shared_store(tmp_path: Path) -> None:
     config = tmp_path / "q.toml"
     config.write_text("[gateway]\nworkers = 2\n")
     done = subprocess.run(
@@ -281,4 +194,4 @@ def test_more_workers_than_one_need_the_exchange_decided(tmp_path: Path) -> None
         timeout=60,
     )
     assert done.returncode == 2
-    assert "needs the fleet's usage exchange" in done.stderr
+    assert 'needs the shared store: set backend = "kafka"' in done.stderr

@@ -1,0 +1,143 @@
+"""``quotagate serve`` as a real process (any number of workers) on the upstream-backed store.
+
+Shared by tests/fleet and the fleet benchmarks. Each instance has its own config file, usage
+directory and metrics port; instances naming the same ``store_topic`` share configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+from quotagate.client import ClientQuotaAlteration, ClientQuotaEntity, SyncAdminClient
+from quotagate.gateway.embedded import free_port
+from quotagate.store.backends import StoreSettings, open_quota_store
+from quotagate.store.quotas import Change
+from support.fleet_load import CLIENT_ID
+
+QUOTAGATE = Path(sys.executable).parent / "quotagate"
+
+
+class Instance:
+    """``quotagate serve`` as a process, with its own store, usage directory and metrics."""
+
+    def __init__(
+        self,
+        tmp: Path,
+        upstream: str,
+        workers: int,
+        exchange: bool,
+        quota: float,
+        store_topic: str | None = None,
+    ) -> None:
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.tmp = tmp
+        self.usage = tmp / "usage"
+        self.metrics_port = free_port()
+        store_topic = store_topic or f"_quotagate.test-{uuid.uuid4().hex[:8]}.config"
+        self.store_topic = store_topic
+        with_quota = open_quota_store(
+            StoreSettings(backend="kafka", topic=store_topic, bootstrap=upstream)
+        )
+        with_quota.alter_client_quotas(
+            [Change({"client-id": CLIENT_ID}, "producer_byte_rate", quota)], "test", "test"
+        )
+        with_quota.close()
+        config = tmp / "quotagate.toml"
+        config.write_text(
+            f'[gateway]\nid = "w-{uuid.uuid4().hex[:6]}"\n'
+            f'[upstream]\nbootstrap.servers = "{upstream}"\n'
+            f'[[listeners]]\nlisten = "127.0.0.1:0"\nbroker.port.start = {free_port()}\n'
+            "broker.node.id.start = 111\nbroker.port.count = 1\n"
+            f'[metrics]\nlisten = "127.0.0.1:{self.metrics_port}"\n'
+            f'[store]\nbackend = "kafka"\ntopic = "{store_topic}"\n'
+            f'[usage]\npath = "{self.usage}"\n'
+            '[quotas]\n"quota.window.num" = 2\n"quota.window.size.seconds" = 1\n'
+            '"super.users" = ["User:ANONYMOUS"]\n'
+            f'[fleet]\nid = "f-{uuid.uuid4().hex[:6]}"\n'
+            f'"exchange.enabled" = {str(exchange).lower()}\n'
+        )
+        self.process = subprocess.Popen(
+            [str(QUOTAGATE), "serve", "--config", str(config), "--workers", str(workers)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            text=True,
+        )
+        self.lines: list[str] = []
+        self.bootstrap = self._wait_for_bootstrap()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _wait_for_bootstrap(self) -> str:
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line and self.process.poll() is not None:
+                break
+            self.lines.append(line)
+            found = re.search(r"bootstrap\.servers=(127\.0\.0\.1:\d+)", line)
+            if found:
+                return found[1]
+        raise AssertionError("instance did not start:\n" + "".join(self.lines))
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    def metrics(self) -> str:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return str(response.read().decode())
+
+    def worker_pids(self) -> dict[int, int]:
+        return {
+            int(m[1]): int(m[2])
+            for m in re.finditer(
+                r"event=worker_started worker=(\d+) pid=(\d+)", "".join(self.lines)
+            )
+        }
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+                raise AssertionError("instance did not stop on SIGTERM") from None
+        self._reader.join(10)
+
+
+def propagation_ms(writer: str, reader: str, value: float, timeout_s: float = 10.0) -> float:
+    """Milliseconds from an AlterClientQuotas acknowledged by the gateway at ``writer`` until
+    DescribeClientQuotas at ``reader`` answers the new value (polled every 5 ms)."""
+    entity = {"client-id": CLIENT_ID}
+    wanted = ClientQuotaEntity.of(entity)
+    with (
+        SyncAdminClient(writer) as alter,
+        SyncAdminClient(reader) as describe,
+    ):
+        describe.describe_client_quotas()  # connected before the clock starts
+        result = alter.alter_client_quotas(
+            [ClientQuotaAlteration.of(entity, {"producer_byte_rate": value})]
+        )
+        acknowledged = time.monotonic()
+        result.raise_on_error()
+        while time.monotonic() - acknowledged < timeout_s:
+            quotas = describe.describe_client_quotas()
+            if quotas.get(wanted, {}).get("producer_byte_rate") == value:
+                return (time.monotonic() - acknowledged) * 1000
+            time.sleep(0.005)
+    raise AssertionError(f"{reader} did not describe {value} within {timeout_s} s")
