@@ -6,10 +6,10 @@ One tansu broker; one client id offering twice its quota over ``--connections`` 
 spread evenly over ``--instances`` in-process gateway instances sharing usage every
 ``exchange.interval.ms`` (50, 100, 250, 1000), next to one instance carrying all the
 connections (the baseline: Kafka's own behaviour with several connections). Runs go two at
-a time. The bound (docs/fleet.md): a delay shifts peers' usage, it does not lose it, so over
-a span of S seconds the fleet adds at most the usage its members have not heard of yet,
+a time. The delay term (docs/fleet.md): a delay shifts peers' usage, it does not lose it, so
+over a span of S seconds what the fleet's members have not heard of yet is
 
-    excess <= (N - 1)/N * O * (T + d) / S
+    delay term = (N - 1)/N * O * (T + d) / S
 
 with N members, O the offered load in quotas, T the interval and d the publish-to-read-back
 delay.
@@ -32,7 +32,7 @@ INTERVALS_MS = (50, 100, 250, 1000)
 ECHO_MS = 5.0  # p50 publish-to-read-back on loopback tansu (fleet_report_echo_ms)
 
 
-def bound(run: FleetRun) -> float:
+def delay_term(run: FleetRun) -> float:
     lag_s = (run.interval_ms + ECHO_MS) / 1000
     return (run.instances - 1) / run.instances * run.offered * lag_s / run.measure_s
 
@@ -66,13 +66,13 @@ def main() -> None:
                 thread.join()
     baseline = results["baseline"]
     print(f"baseline (1 instance, {args.connections} connections): {baseline:.3f} x quota")
-    print("| interval ms | achieved / quota | excess over baseline | bound |")
+    print("| interval ms | achieved / quota | excess over baseline | delay term |")
     print("|---|---|---|---|")
     for interval in INTERVALS_MS:
         achieved = results[f"{interval}"]
         print(
             f"| {interval} | {achieved:.3f} | {100 * (achieved - baseline):+.1f} % "
-            f"| {100 * bound(runs[f'{interval}']):.1f} % |"
+            f"| {100 * delay_term(runs[f'{interval}']):.1f} % |"
         )
 
 
