@@ -145,6 +145,9 @@ def test_a_killed_worker_is_restarted_and_no_acked_message_is_lost(
         assert seen >= producer.acked
         output = "".join(instance.lines)
         assert "event=worker_exited worker=0" in output
+        # The other worker noticed the silence and filled in the killed one's fair share
+        # until its next life spoke.
+        assert re.search(r"worker=1 event=fleet_peer_silent member=\S+/0", output), output[-3000:]
         assert re.search(r"quotagate_worker_up\{worker=\"0\"\} 1\.0", instance.metrics())
         pids = list(instance.worker_pids().values())
     finally:
@@ -164,7 +167,9 @@ def test_metrics_sum_the_workers(upstream: TansuBroker, tmp_path: Path) -> None:
     assert "quotagate_workers 2.0" in text
     produced = re.search(r'quotagate_requests_total\{api="produce"\} ([0-9.e+]+)', text)
     assert produced and float(produced[1]) > 0, text
-    assert re.search(r'quotagate_connections\{listener="PLAINTEXT",worker="1"\}', text)
+    # Gauges stay per worker: every worker's own view, labelled.
+    for worker in ("0", "1"):
+        assert f'quotagate_topic_refusals{{worker="{worker}"}}' in text, text
 
 
 @pytest.mark.parametrize(

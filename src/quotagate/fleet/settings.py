@@ -24,8 +24,9 @@ assumed from then on)."""
 @dataclass(frozen=True, slots=True)
 class FleetSettings:
     fleet_id: str = "quotagate"
-    exchange_enabled: bool | None = None
-    """None: on exactly when the store is the upstream's (``[store] backend = "kafka"``)."""
+    exchange_enabled: bool = False
+    """Parsed as on exactly when the store is the upstream's (``[store] backend = "kafka"``),
+    unless the section says otherwise."""
     exchange_interval_ms: int = 100
     usage_topic: str | None = None
     usage_retention_ms: int = 600_000
