@@ -8,8 +8,9 @@ cluster, so every worker and instance of a fleet reads and writes the same confi
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from quotagate.fleet.topic_log import TopicLogError
 from quotagate.store.credentials import Credentials, CredentialStore
@@ -23,6 +24,7 @@ KAFKA: Final = "kafka"
 BACKENDS: Final = (SQLITE, KAFKA)
 
 QuotaBackend = QuotaStore | KafkaQuotaStore
+T = TypeVar("T")
 
 
 class StoreError(RuntimeError):
@@ -47,17 +49,18 @@ class StoreSettings:
 def open_quota_store(settings: StoreSettings, client_id: str = "quotagate") -> QuotaBackend:
     if settings.backend == KAFKA:
         return KafkaQuotaStore(_table(settings, client_id))
-    try:
-        return QuotaStore.open(settings.path)
-    except (OSError, sqlite3.Error, RuntimeError) as exc:
-        raise StoreError(f"cannot open the store {settings.describe()}: {exc}") from exc
+    return _sqlite(QuotaStore.open, settings)
 
 
 def open_credentials(settings: StoreSettings, client_id: str = "quotagate") -> Credentials:
     if settings.backend == KAFKA:
         return KafkaCredentialStore(_table(settings, client_id))
+    return _sqlite(CredentialStore.open, settings)
+
+
+def _sqlite(opener: Callable[[str], T], settings: StoreSettings) -> T:
     try:
-        return CredentialStore.open(settings.path)
+        return opener(settings.path)
     except (OSError, sqlite3.Error, RuntimeError) as exc:
         raise StoreError(f"cannot open the store {settings.describe()}: {exc}") from exc
 
