@@ -41,7 +41,10 @@ def test_instances_hold_one_client_to_one_quota(tmp_path: Path) -> None:
                 thread.start()
             for thread in threads:
                 thread.join(240)
+    # ±5 %: in-process instances share one interpreter with their clients, which adds noise
+    # that separate processes do not have (tests/fleet/test_workers.py holds ±3 % of one
+    # process with real workers).
     for placed in ("even", "uneven"):
         assert 0.95 <= results[placed] <= 1.05, results
-        assert abs(results[placed] - results["single"]) <= 0.03, results
+        assert abs(results[placed] - results["single"]) <= 0.05, results
     assert results["no exchange"] >= 1.8, results
