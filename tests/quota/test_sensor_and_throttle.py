@@ -73,6 +73,16 @@ def test_token_bucket_unrecord_never_overfills() -> None:
     assert bucket.measure(config, T0 + 4000) == 100
 
 
+def test_token_bucket_refills_in_kafkas_order_of_operations() -> None:
+    # Kafka's TokenBucket refills quota * (elapsed ms / 1000.0). With quota 10 and 11 ms the
+    # other order, (quota * 11) / 1000, lands one ulp higher (0.11 against 0.10999999999999999).
+    config = MetricConfig(samples=2, time_window_ms=1000, quota=Quota.upper_bound(10.0))
+    bucket = TokenBucket()
+    bucket.tokens, bucket.last_update_ms = 0.0, T0
+    assert bucket.measure(config, T0 + 11) == 10.0 * (11 / 1000.0)
+    assert bucket.tokens != 10.0 * 11 / 1000.0
+
+
 def test_token_bucket_on_a_clock_near_zero_starts_almost_empty() -> None:
     assert TokenBucket().measure(_bucket_config(), 1000) == 5
 
