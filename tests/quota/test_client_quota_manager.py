@@ -161,6 +161,16 @@ def test_sensor_names_in_client_id_mode() -> None:
     assert set(manager.sensor_names()) == {"Produce-:client1", "ProduceThrottleTime-:client1"}
 
 
+def test_the_throttle_time_sensor_is_created_with_the_first_record() -> None:
+    # ClientQuotaManager.getOrCreateQuotaSensors creates both sensors of a sharing key at once.
+    manager = ClientQuotaManager("produce")
+    manager.update_quota(None, "client1", 10_000)
+    assert manager.record_and_get_throttle_ms("ANONYMOUS", "client1", 1, T0) == 0
+    assert set(manager.sensor_names()) == {"Produce-:client1", "ProduceThrottleTime-:client1"}
+    assert manager.expire_sensors(T0 + 3_600_000) == []
+    assert manager.sensor_names() != []
+
+
 def test_no_quota_configured_records_nothing() -> None:
     manager = ClientQuotaManager("fetch")
     assert manager.record_and_get_throttle_ms("u", "c", 10**9, T0) == 0

@@ -153,3 +153,12 @@ def test_peek_does_not_refill_a_token_bucket() -> None:
     assert tokens.peek(T0 + 1000) == 5
     assert (bucket.tokens, bucket.last_update_ms) == (-5, T0)
     assert tokens.measure(T0 + 1000) == 5
+
+
+def test_adding_a_metric_name_twice_keeps_the_first() -> None:
+    # Kafka's SensorTest.testIdempotentAdd: a second add of the same name changes nothing.
+    sensor = Sensor("s")
+    first = sensor.add("tokens", TokenBucket(), _bucket_config())
+    again = sensor.add("tokens", TokenBucket(), _bucket_config())
+    assert again is first
+    assert len(sensor.metrics) == 1

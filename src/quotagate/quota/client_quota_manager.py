@@ -163,7 +163,7 @@ class ClientQuotaManager:
         if throttle_ms <= 0:
             return
         key = self.sharing_key(user, client_id)
-        self._throttle_sensor(key).record(throttle_ms, now_ms, check_quotas=False)
+        self._throttle_sensor(key, now_ms).record(throttle_ms, now_ms, check_quotas=False)
         self.throttled_channels.add(channel, throttle_ms, now_ms)
 
     def due_channels(self, now_ms: int) -> list[Hashable]:
@@ -245,16 +245,19 @@ class ClientQuotaManager:
             self._register_quota_metrics(sensor, key)
             sensor.last_record_ms = now_ms
             self._quota_sensors[key] = sensor
+            # Kafka creates a sharing key's two sensors together, at its first record.
+            self._throttle_sensor(key, now_ms)
         return sensor
 
     def _register_quota_metrics(self, sensor: Sensor, key: SharingKey) -> None:
         sensor.add(self.quota_type.metric_name, Rate(), self.quota_config(self._limit_of(key)))
 
-    def _throttle_sensor(self, key: SharingKey) -> Sensor:
+    def _throttle_sensor(self, key: SharingKey, now_ms: int) -> Sensor:
         sensor = self._throttle_sensors.get(key)
         if sensor is None:
             sensor = Sensor(f"{self.quota_type.value}ThrottleTime-{key[0]}:{key[1]}")
             sensor.add("throttle-time", Avg(), _THROTTLE_TIME_CONFIG)
+            sensor.last_record_ms = now_ms
             self._throttle_sensors[key] = sensor
         return sensor
 

@@ -65,6 +65,10 @@ class Sensor:
         """Everything this process recorded, ever: what a fleet tells its peers it used."""
 
     def add(self, name: str, stat: Stat, config: MetricConfig) -> Metric:
+        """Add a metric; as Kafka's ``Sensor.add``, a name already present keeps its metric."""
+        for metric in self.metrics:
+            if metric.name == name:
+                return metric
         metric = Metric(name, stat, config)
         self.metrics.append(metric)
         return metric
