@@ -112,7 +112,7 @@ def test_describe_matches_kip_546_vectors_and_alter_validates(
         messages = {str(entity): error.message if error else None for entity, error in bad.items()}
         assert messages == {
             "user=x": "Invalid configuration key foobar",
-            "user=y": "consumer_byte_rate cannot be a fractional value",
+            "user=y": "consumer_byte_rate cannot be a fractional value.",
             "user=z": "Quota producer_byte_rate must be greater than 0",
             "user=ok": None,
         }

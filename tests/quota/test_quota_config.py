@@ -26,8 +26,11 @@ def test_describe_matching(quota_filter: ClientQuotaFilter, matches: int) -> Non
 @pytest.mark.parametrize(
     ("components", "code", "message"),
     [
-        ([F.of_entity_type("ip"), F.of_entity("user", "u")], 42,
-         "Invalid entity filter component combination"),
+        (
+            [F.of_entity_type("ip"), F.of_entity("user", "u")],
+            42,
+            "Invalid entity filter component combination",
+        ),
         ([F.of_entity_type("user"), F.of_entity_type("user")], 42, "more than once"),
         ([F("user", MatchType.EXACT, None)], 42, "EXACT"),
         ([F("user", MatchType.DEFAULT, "x")], 42, "MatchType DEFAULT"),
@@ -50,17 +53,43 @@ USER = [("user", "alice")]
         (USER, [("foobar", 1.0)], "Invalid configuration key foobar"),
         (USER, [("producer_byte_rate", 0.0)], "must be greater than 0"),
         (USER, [("consumer_byte_rate", -2.0)], "must be greater than 0"),
-        (USER, [("consumer_byte_rate", 2.245)], "cannot be a fractional value"),
-        (USER, [("consumer_byte_rate", 3.69e19)], "too large for a LONG"),
+        (
+            USER,
+            [("consumer_byte_rate", 2.245)],
+            "^consumer_byte_rate cannot be a fractional value.$",
+        ),
+        (
+            USER,
+            [("consumer_byte_rate", 3.69e19)],
+            "^Proposed value for consumer_byte_rate is too large for a LONG.$",
+        ),
         (USER, [("connection_creation_rate", 5.0)], "Invalid configuration key"),
         ([("ip", "1.2.3.4")], [("producer_byte_rate", 5.0)], "Invalid configuration key"),
-        ([("ip", "1.2.3.4"), ("user", "a")], [("connection_creation_rate", 5.0)], "combination"),
-        ([("ip", "not-an-ip")], [("connection_creation_rate", 5.0)], "not a valid IP"),
+        (
+            [("ip", "1.2.3.4"), ("user", "a")],
+            [("connection_creation_rate", 5.0)],
+            "^Invalid quota entity combination, IP entity shouldnot be combined with User or "
+            "ClientId$",
+        ),
+        (
+            [("ip", "not-an-ip")],
+            [("connection_creation_rate", 5.0)],
+            "^not-an-ip is not a valid IP or resolvable host.$",
+        ),
         ([], [("producer_byte_rate", 5.0)], "empty"),
         ([("user", "")], [("producer_byte_rate", 5.0)], "Empty user not supported"),
-        ([("user", "a"), ("user", "b")], [("producer_byte_rate", 5.0)], "Duplicate entity type"),
+        (
+            [("user", "a"), ("user", "b")],
+            [("producer_byte_rate", 5.0)],
+            "^Invalid client quota entity, duplicate entity entry user$",
+        ),
         ([("group", "a")], [("producer_byte_rate", 5.0)], "Unhandled client quota entity type"),
-        (USER, [("producer_byte_rate", 5.0), ("producer_byte_rate", 6.0)], "Duplicate quota key"),
+        (
+            [("user", "alice"), ("client-id", None)],
+            [("producer_byte_rate", 5.0), ("producer_byte_rate", 6.0)],
+            r"^Ignoring duplicate entity "
+            r"ClientQuotaEntity\(entries=\{client-id=null, user=alice\}\)$",
+        ),
     ],
 )
 def test_alter_validation_errors(
@@ -84,6 +113,23 @@ def test_alter_validation_accepts(key: str, value: float | None) -> None:
     entity, changes = validate_alteration([("user", None), ("client-id", "app")], [(key, value)])
     assert entity == {"user": None, "client-id": "app"}
     assert changes == {key: value}
+
+
+# ClientQuotaControlManagerTest facts: Long.MAX_VALUE is a valid LONG quota (the comparison
+# is in doubles), and a removal is never validated (NONE, nothing removed).
+@pytest.mark.parametrize(
+    ("entity", "ops"),
+    [
+        (USER, [("producer_byte_rate", 9223372036854775807.0)]),
+        (USER, [("consumer_byte_rate", None)]),
+        (USER, [("connection_creation_rate", None)]),
+        ([("ip", "10.0.0.1")], [("producer_byte_rate", None)]),
+    ],
+)
+def test_kraft_accepts(
+    entity: list[tuple[str, str | None]], ops: list[tuple[str, float | None]]
+) -> None:
+    assert validate_alteration(entity, ops)[1] == dict(ops)
 
 
 def test_ip_entity_accepts_connection_creation_rate_and_default() -> None:

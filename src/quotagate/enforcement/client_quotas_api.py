@@ -22,7 +22,7 @@ from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.quota import ClientQuotaFilter, FilterComponent, MatchType, QuotaConfigError
-from quotagate.quota.quota_config import validate_alteration
+from quotagate.quota.quota_config import duplicate_entity_message, validate_alteration
 from quotagate.store.quotas import Change, entity_key
 
 _ZERO: Final = datetime.timedelta(0)
@@ -135,7 +135,7 @@ class ClientQuotasApiStage(Stage):
                 )
                 key = entity_key(entity)
                 if key in seen:
-                    raise QuotaConfigError("Duplicate quota entity in the request")
+                    raise QuotaConfigError(duplicate_entity_message(pairs))
                 seen.add(key)
             except QuotaConfigError as error:
                 results.append((pairs, error.error_code, str(error)))

@@ -1,9 +1,10 @@
-"""The few Java numeric behaviours Kafka's arithmetic depends on."""
+"""The few Java behaviours Kafka's arithmetic and messages depend on."""
 
 from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterable
 from typing import Final
 
 LONG_MAX: Final = 9223372036854775807
@@ -36,3 +37,24 @@ def to_int32(x: int) -> int:
     throttle gets near 2^31 ms (24 days), so we saturate instead of reproducing garbage.
     """
     return max(INT_MIN, min(INT_MAX, x))
+
+
+def java_string_hash(text: str) -> int:
+    """``String.hashCode()``: 31-based over UTF-16 code units, as a 32-bit int."""
+    value = 0
+    for unit in text.encode("utf-16-be").hex(" ", 2).split():
+        value = (31 * value + int(unit, 16)) & 0xFFFFFFFF
+    return value
+
+
+def java_map_text(pairs: Iterable[tuple[str, str | None]]) -> str:
+    """How ``HashMap.toString()`` prints a small map of strings: ``{k=v, k2=null}`` in bucket
+    order (16 buckets, the spread hash ``h ^ h >>> 16``), insertion order within a bucket.
+    Kafka's error messages print quota entities this way, and clients show them to people."""
+    items = list(dict(pairs).items())
+    order = sorted(
+        range(len(items)),
+        key=lambda i: ((h := java_string_hash(items[i][0])) ^ (h >> 16)) & 15,
+    )
+    shown = [(items[i][0], "null" if items[i][1] is None else items[i][1]) for i in order]
+    return "{" + ", ".join(f"{key}={value}" for key, value in shown) + "}"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Final, TypeAlias
 
 from quotagate.quota.entity import DEFAULT, EntityName
-from quotagate.quota.java import INT_MAX, LONG_MAX
+from quotagate.quota.java import INT_MAX, LONG_MAX, java_map_text
 
 USER: Final = "user"
 CLIENT_ID: Final = "client-id"
@@ -78,28 +78,35 @@ class QuotaConfigError(ValueError):
 
 
 def validate_entity(entity: Iterable[tuple[str, str | None]]) -> dict[str, str | None]:
-    """Check an entity given as (type, name) pairs; returns it as a map."""
+    """Check an entity given as (type, name) pairs, in KRaft's order and with its messages
+    (ClientQuotaControlManager); returns it as a map."""
     result: dict[str, str | None] = {}
     for entity_type, name in entity:
         if entity_type in result:
-            raise QuotaConfigError(f"Duplicate entity type {entity_type} in the quota entity")
+            raise QuotaConfigError(
+                f"Invalid client quota entity, duplicate entity entry {entity_type}"
+            )
         if entity_type not in ENTITY_TYPES:
             raise QuotaConfigError(f"Unhandled client quota entity type: {entity_type}")
         if name is not None and name == "":
             raise QuotaConfigError(f"Empty {entity_type} not supported")
-        if entity_type == IP and name is not None:
-            try:
-                ipaddress.ip_address(name)
-            except ValueError:
-                raise QuotaConfigError(f"{name} is not a valid IP address") from None
         result[entity_type] = name
     if not result:
         raise QuotaConfigError("Invalid empty client quota entity")
     if IP in result and len(result) > 1:
+        # KRaft's text, missing space included: clients show it and tools match it.
         raise QuotaConfigError(
-            "Invalid quota entity combination, IP entity should not be combined with "
+            "Invalid quota entity combination, IP entity shouldnot be combined with "
             "User or ClientId"
         )
+    ip = result.get(IP)
+    if ip is not None:
+        # Kafka also accepts a host name it can resolve; the gateway does no DNS
+        # (docs/engine.md), so only an address passes, with Kafka's message otherwise.
+        try:
+            ipaddress.ip_address(ip)
+        except ValueError:
+            raise QuotaConfigError(f"{ip} is not a valid IP or resolvable host.") from None
     return result
 
 
@@ -111,30 +118,42 @@ def validate_value(entity: Entity, key: str, value: float) -> None:
         raise QuotaConfigError(f"Invalid configuration key {key}")
     if math.isnan(value) or value <= 0:
         raise QuotaConfigError(f"Quota {key} must be greater than 0")
-    if quota_key.type is ConfigType.LONG and value > LONG_MAX:
-        raise QuotaConfigError(f"Proposed value for {key} is too large for a LONG")
-    if quota_key.type is ConfigType.INT and value > INT_MAX:
-        raise QuotaConfigError(f"Proposed value for {key} is too large for an INT")
+    # Java compares the double with the bound promoted to double: Long.MAX_VALUE becomes 2^63,
+    # so 9223372036854775807 (Kafka's "unlimited", 2^63 as a double) is accepted.
+    if quota_key.type is ConfigType.LONG and value > float(LONG_MAX):
+        raise QuotaConfigError(f"Proposed value for {key} is too large for a LONG.")
+    if quota_key.type is ConfigType.INT and value > float(INT_MAX):
+        raise QuotaConfigError(f"Proposed value for {key} is too large for an INT.")
     if quota_key.type is not ConfigType.DOUBLE and abs(math.fmod(value, 1.0)) > 1e-6:
-        raise QuotaConfigError(f"{key} cannot be a fractional value")
+        raise QuotaConfigError(f"{key} cannot be a fractional value.")
 
 
 def validate_alteration(
     entity: Iterable[tuple[str, str | None]],
     ops: Iterable[tuple[str, float | None]],
 ) -> tuple[dict[str, str | None], dict[str, float | None]]:
-    """Validate one AlterClientQuotas entry: ``ops`` are (key, value) with None = remove."""
-    valid_entity = validate_entity(entity)
+    """Validate one AlterClientQuotas entry: ``ops`` are (key, value) with None = remove.
+
+    As KRaft: a key given twice fails the entity (its final message is "Ignoring duplicate
+    entity", which overwrites the duplicate-key one there); a removal is never validated (a
+    key not set, or not valid for the entity, is simply not removed: NONE).
+    """
+    pairs = list(entity)
+    keys = [key for key, _ in ops]
+    if len(set(keys)) != len(keys):
+        raise QuotaConfigError(duplicate_entity_message(pairs))
+    valid_entity = validate_entity(pairs)
     changes: dict[str, float | None] = {}
     for key, value in ops:
-        if key in changes:
-            raise QuotaConfigError(f"Duplicate quota key {key} not updating quota for entity")
         if value is not None:
             validate_value(valid_entity, key, value)
-        elif key not in (IP_QUOTA_KEYS if IP in valid_entity else CLIENT_QUOTA_KEYS):
-            raise QuotaConfigError(f"Invalid configuration key {key}")
         changes[key] = value
     return valid_entity, changes
+
+
+def duplicate_entity_message(entity: Iterable[tuple[str, str | None]]) -> str:
+    """KRaft's answer to an entity altered twice in one request (or with a key twice)."""
+    return f"Ignoring duplicate entity ClientQuotaEntity(entries={java_map_text(entity)})"
 
 
 def entity_key(entity: Entity) -> tuple[tuple[str, str | None], ...]:
