@@ -12,6 +12,7 @@ from quotagate.protocol import api_keys, api_table
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.quotas import Change
 from support.exchanges import (
+    NOW_MS,
     chain,
     create_topics_request,
     exchange,
@@ -73,6 +74,23 @@ def test_a_strict_request_is_admitted_topic_by_topic_and_merged_in_request_order
     assert [t.name for t in answered.topics] == ["a", "b", "c"]
     assert [int(t.error_code) for t in answered.topics] == [0, 0, 89]
     assert ex.mute_ms > 0  # the refusal's throttle, muted KIP-219 style
+
+
+def test_a_whole_request_retry_is_not_charged_for_topics_that_exist() -> None:
+    # Some clients resend the whole CreateTopics after a throttle. Kafka marks the topics that
+    # exist TOPIC_ALREADY_EXISTS before it applies the mutation quota, so only "c" is charged.
+    enforcement = _enforcement(rate=1)
+    stages = chain(enforcement.stages())
+    first = exchange(_create(("a", 10), ("b", 5), ("c", 3)), client_id="admin")
+    seen = run_request(stages, first)
+    run_response(stages, first, seen, _created("a", "b"))
+    assert set(enforcement.runtime.facts.partitions) >= {"a", "b"}
+    later = NOW_MS + 60_000  # the bucket has refilled to its burst of 11
+    retry = exchange(_create(("a", 10), ("b", 5), ("c", 3)), client_id="admin", now_ms=later)
+    run_request(stages, retry)
+    assert [t.name for t in sent_request(retry).topics] == ["a", "b", "c"]
+    tokens = enforcement.runtime.managers.controller.tokens("", "admin", later)
+    assert tokens == 11 - 3
 
 
 def test_a_request_whose_topics_are_all_refused_is_answered_by_the_gateway() -> None:

@@ -116,6 +116,11 @@ class ControllerMutationStage(Stage):
     def _count(self, api_key: int, item: Any) -> int:
         facts = self.runtime.facts
         if api_key == api_keys.CREATE_TOPICS:
+            if str(item.name) in facts.partitions:
+                # Kafka answers TOPIC_ALREADY_EXISTS before the quota sees the topic, so a
+                # client resending a whole request after a throttle is not charged again for
+                # what it already created (the upstream gives the same answer here).
+                return 0
             if item.assignments:
                 return len(item.assignments)
             partitions = int(item.num_partitions)
