@@ -63,7 +63,8 @@ def serve(
     try:
         settings = _settings(config, listen, upstream, workers)
         # The SQLite store is checked before anything starts; the upstream's once it runs.
-        factory = None if settings.store_backend == "kafka" else authenticator_factory_for(settings)
+        upstream_store = settings.store_backend == "kafka"
+        factory = None if upstream_store else authenticator_factory_for(settings)
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -85,7 +86,7 @@ def serve(
         )
     try:
         if settings.workers == 1:
-            if factory is None:
+            if upstream_store:
                 factory = authenticator_factory_for(settings)
             uvloop.run(_serve(settings, factory))
         else:

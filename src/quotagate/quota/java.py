@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 import sys
 from collections.abc import Iterable
 from typing import Final
@@ -41,9 +42,10 @@ def to_int32(x: int) -> int:
 
 def java_string_hash(text: str) -> int:
     """``String.hashCode()``: 31-based over UTF-16 code units, as a 32-bit int."""
+    encoded = text.encode("utf-16-be")
     value = 0
-    for unit in text.encode("utf-16-be").hex(" ", 2).split():
-        value = (31 * value + int(unit, 16)) & 0xFFFFFFFF
+    for unit in struct.unpack(f">{len(encoded) // 2}H", encoded):
+        value = (31 * value + unit) & 0xFFFFFFFF
     return value
 
 
