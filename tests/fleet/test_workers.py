@@ -102,20 +102,28 @@ def test_four_workers_hold_one_client_to_its_quota(upstream: TansuBroker, tmp_pa
     assert 3.0 <= results["no exchange"] <= 4.2, results
 
 
+def _wait_for_acks(producer: SteadyProducer, count: int, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while producer.acked < count:
+        assert time.monotonic() < deadline, f"{producer.acked} of {count} acknowledged"
+        time.sleep(0.05)
+
+
 def test_a_killed_worker_is_restarted_and_no_acked_message_is_lost(
     upstream: TansuBroker, tmp_path: Path
 ) -> None:
     instance = Instance(tmp_path, upstream.bootstrap, workers=2, exchange=True, quota=QUOTA)
     try:
         with SteadyProducer(instance.bootstrap) as producer:
-            time.sleep(2)
+            _wait_for_acks(producer, 100)
             victim = instance.worker_pids()[0]
             os.kill(victim, signal.SIGKILL)
             deadline = time.monotonic() + 30
             while instance.worker_pids()[0] == victim:
                 assert time.monotonic() < deadline, "".join(instance.lines[-20:])
                 time.sleep(0.1)
-            time.sleep(4)
+            # The client goes on through the restart: more acknowledged after it than before.
+            _wait_for_acks(producer, 2 * producer.acked)
         assert producer.errors == [], producer.errors[:3]
         assert producer.acked > 0
         consumer = Consumer(
@@ -150,8 +158,8 @@ def test_a_killed_worker_is_restarted_and_no_acked_message_is_lost(
 def test_metrics_sum_the_workers(upstream: TansuBroker, tmp_path: Path) -> None:
     instance = Instance(tmp_path, upstream.bootstrap, workers=2, exchange=True, quota=QUOTA)
     try:
-        with SteadyProducer(instance.bootstrap):
-            time.sleep(2)
+        with SteadyProducer(instance.bootstrap) as producer:
+            _wait_for_acks(producer, 100)
         text = instance.metrics()
     finally:
         instance.stop()

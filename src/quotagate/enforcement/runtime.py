@@ -148,6 +148,8 @@ class QuotaRuntime:
             self._tasks.append(
                 loop.create_task(refresh_forever(self.facts, self.bootstrap, UPSTREAM_REFRESH_S))
             )
+        # A scrape before the first housekeeping tick sees every quota family too.
+        self._refresh_snapshot(_wall_ms())
         self._timer = loop.call_later(HOUSEKEEPING_S, self._housekeeping)
 
     async def close(self) -> None:
@@ -359,6 +361,9 @@ class QuotaRuntime:
         store = self.store
         if store is not None and store.data_version() != self._store_version:
             self.reload_store()
+        self._refresh_snapshot(wall_ms)
+
+    def _refresh_snapshot(self, wall_ms: int) -> None:
         # Read at the wall clock, so an idle client's rates decay as Kafka's JMX values do
         # (peeked: reading never changes a later decision), but never before a decision.
         now_ms = max(self.last_now_ms, wall_ms)
