@@ -66,7 +66,6 @@ class FleetExchange:
         ``_FIRST_ECHO_S``) to read it back: from then on, silence means trouble."""
         started = self._clock()
         await self._reports.start(self._on_record, started - self.ledger.forget_ms)
-        self._echoed = asyncio.Event()
         self._exchange(self._clock())
         try:
             await asyncio.wait_for(self._echoed.wait(), _FIRST_ECHO_S)
