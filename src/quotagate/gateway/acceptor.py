@@ -111,8 +111,6 @@ class Acceptor:
             self._limits.hold(conn, self._listener, ip, admission.throttle_ms)
             return
         if admission.kind is AdmissionKind.REFUSED:
-            self._limits.release(self._listener, ip)
-            conn.close()
             self._metrics.connections_refused.labels(
                 self._listener, self._limits.ip_count_label(ip)
             ).inc()
@@ -125,6 +123,8 @@ class Acceptor:
                     listener=self._listener,
                 )
             )
+            self._limits.release(self._listener, ip)
+            conn.close()
             return
         slot = Slot(self._limits, self._listener, ip)
         task = self._loop.create_task(self._start(conn, factory, slot))

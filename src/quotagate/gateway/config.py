@@ -183,12 +183,12 @@ def _sasl_mechanisms(key: str, value: Any) -> tuple[str, ...]:
 
 def _per_ip_overrides(key: str, value: Any) -> tuple[tuple[str, int], ...]:
     """Kafka's ``"host:count,host:count"`` (the count after the last colon, so IPv6 works), or
-    a TOML table ``{ "10.0.0.1" = 5 }``. Addresses only: the gateway does no DNS."""
+    a list of such strings. Addresses only: the gateway does no DNS."""
     example = f'{key} = "10.0.0.1:50,10.0.0.2:200"'
     pairs: list[tuple[str, Any]] = []
-    if isinstance(value, dict):
-        pairs = list(value.items())
-    elif isinstance(value, str):
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        value = ",".join(value)
+    if isinstance(value, str):
         for item in (part.strip() for part in value.split(",")):
             if not item:
                 continue
@@ -202,7 +202,9 @@ def _per_ip_overrides(key: str, value: Any) -> tuple[tuple[str, int], ...]:
                     f"{key}: the count in {item!r} is not a whole number; write e.g. {example}"
                 ) from None
     else:
-        raise ConfigError(f"{key} = {value!r} must be a string or a table; write e.g. {example}")
+        raise ConfigError(
+            f"{key} = {value!r} must be a string of ADDRESS:COUNT pairs; write e.g. {example}"
+        )
     result: dict[str, int] = {}
     for host, count in pairs:
         try:

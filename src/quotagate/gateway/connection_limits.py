@@ -94,9 +94,9 @@ class ConnectionLimits:
     def hold(self, sock: socket.socket, listener: str, ip: str, throttle_ms: int) -> None:
         """Keep an over-rate connection open and unread for its throttle time, then close it:
         the client sees no answer rather than a fast refusal it would retry at once."""
+        self.metrics.connections_throttled.labels(listener, self.ip_rate_label(ip)).inc()
         loop = asyncio.get_running_loop()
         self._held[sock] = loop.call_later(throttle_ms / 1000, self._close_held, sock)
-        self.metrics.connections_throttled.labels(listener, self.ip_rate_label(ip)).inc()
         log.debug(kv("connection_throttled", listener=listener, client=ip, throttle_ms=throttle_ms))
 
     def _close_held(self, sock: socket.socket) -> None:
