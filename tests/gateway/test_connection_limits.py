@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.config import ConfigError, parse_config
+from quotagate.gateway.config import ConfigError, parse_config, quota_windows
 from quotagate.gateway.embedded import TansuBroker
 from support.loopback import answered, api_versions, connect_from
 
@@ -62,30 +62,66 @@ def test_max_connections_per_ip_refuses_one_address_while_others_connect(
     gateway.stop()
 
 
-def test_listener_creation_rate_makes_the_acceptor_wait(
-    tansu: TansuBroker, start_gateway: Callable[..., BackgroundGateway]
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"listener": {"max_connection_creation_rate": 10}},
+        {"max_connection_creation_rate": 10},
+    ],
+    ids=["listener", "gateway-wide"],
+)
+def test_creation_rate_makes_the_acceptor_wait(
+    tansu: TansuBroker, start_gateway: Callable[..., BackgroundGateway], where: dict[str, Any]
 ) -> None:
-    """Kafka's listener.name.X.max.connection.creation.rate: over the rate, connections are
-    not refused; the listener takes them more slowly."""
+    """Kafka's max.connection.creation.rate, per listener (listener.name.X.) or broker-wide:
+    over the rate, connections are not refused; the listener takes them more slowly."""
     rate = 10
-    gateway = start_gateway(
-        tansu.bootstrap,
-        listener={"max_connection_creation_rate": rate},
-        extra={"quotas": {"quota.window.num": 2}},
-    )
+    gateway = start_gateway(tansu.bootstrap, extra={"quotas": {"quota.window.num": 2}}, **where)
     host, port = gateway.bootstrap.host, gateway.bootstrap.port
     started = time.monotonic()
     socks = [connect_from("127.0.0.2", host, port, timeout_s=30) for _ in range(3 * rate)]
     assert all(api_versions(sock) for sock in socks)
     elapsed = time.monotonic() - started
     # A fresh 2 x 1 s window takes `rate` at once; the other 2 x `rate` wait their turn.
-    assert elapsed > 1.5
+    assert 1.5 < elapsed < 6
     waits = "quotagate_connection_acceptor_waits_total"
     assert _counter(gateway, waits, listener="PLAINTEXT", reason="max.connection.creation.rate")
     assert _counter(gateway, "quotagate_connections_refused_total", listener="PLAINTEXT") == 0
     for sock in socks:
         sock.close()
     gateway.stop()
+
+
+def test_listener_max_connections_makes_its_acceptor_wait(
+    tansu: TansuBroker, start_gateway: Callable[..., BackgroundGateway]
+) -> None:
+    """Kafka's listener.name.X.max.connections: at the limit that listener stops accepting
+    until one of its connections closes; connections from any address wait alike."""
+    gateway = start_gateway(tansu.bootstrap, listener={"max_connections": 2})
+    host, port = gateway.bootstrap.host, gateway.bootstrap.port
+    first = connect_from("127.0.0.2", host, port)
+    second = connect_from("127.0.0.3", host, port)
+    assert api_versions(first) and api_versions(second)
+    third = connect_from("127.0.0.4", host, port, timeout_s=1.0)
+    with pytest.raises(TimeoutError):
+        api_versions(third)
+    first.close()
+    third.settimeout(30)
+    assert api_versions(third)
+    waits = "quotagate_connection_acceptor_waits_total"
+    assert _counter(gateway, waits, listener="PLAINTEXT", reason="max.connections") == 1
+    for sock in (second, third):
+        sock.close()
+    gateway.stop()
+
+
+def test_connection_rates_use_the_client_quota_windows() -> None:
+    """Kafka measures connection rates over quota.window.num x quota.window.size.seconds."""
+    config = parse_config({"quotas": {"quota": {"window": {"num": 3}}}})
+    assert quota_windows(config) == (3, 1)
+    assert quota_windows(parse_config({})) == (11, 1)
+    with pytest.raises(ConfigError, match=r"quota\.window\.size\.seconds = 0 is out of range"):
+        parse_config({"quotas": {"quota.window.size.seconds": 0}})
 
 
 @pytest.mark.parametrize(

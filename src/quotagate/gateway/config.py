@@ -393,6 +393,7 @@ def validate(config: GatewayConfig) -> GatewayConfig:
             "[store] (every worker then reads the same quotas from the upstream; "
             "`quotagate store migrate` copies a SQLite store there), or run one worker"
         )
+    quota_windows(config)  # the connection rates' windows, checked before anything starts
     if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
         raise ConfigError(
             "max.connections.per.ip = 0 refuses every connection: it may be 0 only with "
