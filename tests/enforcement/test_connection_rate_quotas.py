@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient
 
 from quotagate.client.quotas import ClientQuotaAlteration, ClientQuotaEntity
 from quotagate.client.sync import SyncAdminClient
-from support.loopback import answered, answered_async
+from support.loopback import answered, answered_async, api_versions, connect_from
 
 pytestmark = pytest.mark.integration
 
@@ -134,3 +134,35 @@ async def _burst(source: str, host: str, port: int, count: int) -> list[bool]:
             *(answered_async(source, host, port, timeout_s=3.0) for _ in range(count))
         )
     )
+
+
+def test_connection_rate_per_ip_holds_then_closes(
+    quota_tansu: Any, start_quota_gateway: Any, wait_for: Any
+) -> None:
+    """Kafka's SocketServerTest.testConnectionRatePerIp: default ip rate 5 over 2 samples;
+    of six connections five are accepted and one is held, a seventh is held too, both are
+    closed when their throttle ends, and once the samples have expired a new one gets in."""
+    gateway = start_quota_gateway(quota_tansu.bootstrap, quotas=QUOTAS)
+    host, port = gateway.host_port
+    with SyncAdminClient(gateway.bootstrap) as admin:
+        admin.alter_client_quotas(
+            [ClientQuotaAlteration.of({"ip": None}, {"connection_creation_rate": 5})]
+        ).raise_on_error()
+    registry = gateway.background.gateway.metrics.registry
+    labels = {"listener": "PLAINTEXT", "ip": "<default>"}
+
+    def throttled() -> float:
+        return registry.get_sample_value("quotagate_connections_throttled_total", labels) or 0
+
+    socks = [connect_from("127.0.0.7", host, port) for _ in range(6)]
+    wait_for(lambda: throttled() == 1, 10, "one connection held")
+    seventh = connect_from("127.0.0.7", host, port)
+    wait_for(lambda: throttled() == 2, 10, "two connections held")
+    # The held ones are closed unanswered within a quota window; the five are answered.
+    outcomes = [api_versions(sock) for sock in [*socks, seventh]]
+    assert sorted(outcomes) == [False, False, True, True, True, True, True]
+    time.sleep(2.1)  # two 1 s samples: the earlier connections leave the rate
+    assert answered("127.0.0.7", host, port)
+    for sock in [*socks, seventh]:
+        sock.close()
+    gateway.stop()

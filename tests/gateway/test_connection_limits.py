@@ -4,6 +4,7 @@ a listener's acceptor wait instead of refusing. Other hosts are other loopback a
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,7 +14,9 @@ from confluent_kafka.admin import AdminClient
 
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.config import ConfigError, parse_config, quota_windows
+from quotagate.gateway.connection_limits import ConnectionLimits
 from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.metrics import GatewayMetrics
 from support.loopback import answered, api_versions, connect_from
 
 pytestmark = pytest.mark.integration
@@ -168,3 +171,41 @@ def test_overrides_in_kafka_form_or_as_a_list() -> None:
         ("10.0.0.2", 3),
     )
     assert listed.max_connections_per_ip_overrides == (("10.0.0.1", 50), ("::1", 7))
+
+
+def test_zero_max_connections_per_ip_admits_only_the_overrides(
+    tansu: TansuBroker, start_gateway: Callable[..., BackgroundGateway], wait_for: Any
+) -> None:
+    """Kafka's SocketServerTest.testZeroMaxConnectionsPerIp: max.connections.per.ip = 0 with
+    an override of 5 for one address: five connections from it, the sixth is closed, a closed
+    one frees a slot, and any other address is closed."""
+    gateway = start_gateway(
+        tansu.bootstrap,
+        max_connections_per_ip=0,
+        max_connections_per_ip_overrides=(("127.0.0.8", 5),),
+    )
+    host, port = gateway.bootstrap.host, gateway.bootstrap.port
+    conns = [connect_from("127.0.0.8", host, port) for _ in range(5)]
+    assert all(api_versions(sock) for sock in conns)
+    assert not answered("127.0.0.8", host, port)
+    conns.pop(0).close()
+    limits = gateway.gateway.connection_limits.quotas
+    wait_for(lambda: limits.get("127.0.0.8") == 4, 10, "the close to be counted")
+    assert answered("127.0.0.8", host, port)
+    assert not answered("127.0.0.9", host, port)
+    for sock in conns:
+        sock.close()
+    gateway.stop()
+
+
+async def test_held_sockets_are_closed_on_shutdown() -> None:
+    """Kafka's SocketServerTest.testThrottledSocketsClosedOnShutdown: a connection held for
+    its IP's rate does not outlive the gateway's shutdown, however long its throttle."""
+    config = parse_config({})
+    limits = ConnectionLimits(config, GatewayMetrics())
+    client, server = socket.socketpair()
+    client.settimeout(5)
+    limits.hold(server, "PLAINTEXT", "127.0.0.1", throttle_ms=600_000)
+    limits.close()
+    assert client.recv(1) == b""
+    client.close()
