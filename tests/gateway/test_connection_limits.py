@@ -7,13 +7,14 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
 
 from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.config import ConfigError, parse_config, quota_windows
+from quotagate.gateway.config import ConfigError, load_config, parse_config, quota_windows
 from quotagate.gateway.connection_limits import ConnectionLimits
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.metrics import GatewayMetrics
@@ -209,3 +210,13 @@ async def test_held_sockets_are_closed_on_shutdown() -> None:
     limits.close()
     assert client.recv(1) == b""
     client.close()
+
+
+def test_a_bare_per_ip_key_next_to_max_connections_says_to_quote_it(tmp_path: Path) -> None:
+    path = tmp_path / "quotagate.toml"
+    path.write_text("[gateway]\nmax.connections = 10\nmax.connections.per.ip = 2\n")
+    with pytest.raises(ConfigError, match=r'must be quoted: write "max\.connections\.per\.ip"'):
+        load_config(path)
+    path.write_text('[gateway]\nmax.connections = 10\n"max.connections.per.ip" = 2\n')
+    config = load_config(path)
+    assert (config.max_connections, config.max_connections_per_ip) == (10, 2)

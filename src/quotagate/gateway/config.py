@@ -305,7 +305,16 @@ def load_config(path: Path) -> GatewayConfig:
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+        hint = ""
+        if "Cannot overwrite a value" in str(exc):
+            # Bare dotted keys are nested tables: `max.connections = 1` makes
+            # `max.connections.per.ip` a key inside a number.
+            hint = (
+                "; a key that begins with another key (max.connections and "
+                "max.connections.per.ip) must be quoted: write "
+                '"max.connections.per.ip" = 100'
+            )
+        raise ConfigError(f"{path} is not valid TOML: {exc}{hint}") from exc
     try:
         return parse_config(document)
     except ConfigError as exc:
