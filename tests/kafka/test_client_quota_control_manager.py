@@ -1,10 +1,11 @@
 """Kafka's ``ClientQuotaControlManagerTest`` (metadata, ``org.apache.kafka.controller``): the KRaft
 controller's AlterClientQuotas validation and state, as vectors.
 
-Driven through what the gateway runs for AlterClientQuotas: ``validate_alteration`` (entity,
-keys, values, with KRaft's codes and texts), then ``QuotaRuntime.alter_client_quotas``, whose
-returned changes are the gateway's counterpart of the controller's records (a value set to
-what it already is, or a removal of a key not set, writes nothing).
+Driven through what the gateway runs for AlterClientQuotas: ``alter_client_quotas`` (the
+request as the controller decides it: per entity, KRaft's codes and texts), then
+``QuotaRuntime.alter_client_quotas``, whose returned changes are the gateway's counterpart of
+the controller's records (a value set to what it already is, or a removal of a key not set,
+writes nothing).
 """
 
 from __future__ import annotations
@@ -15,20 +16,35 @@ import pytest
 
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.settings import QuotaSettings
-from quotagate.quota import QUOTA_KEYS, QuotaConfigError, validate_alteration
-from quotagate.quota.quota_config import validate_entity, validate_value
+from quotagate.quota import QUOTA_KEYS, QuotaConfigError
+from quotagate.quota.quota_config import (
+    EntityOutcome,
+    alter_client_quotas,
+    validate_entity,
+    validate_value,
+)
 from quotagate.store.quotas import Change, entity_key
 
 INVALID_REQUEST = 42
 Pairs = Sequence[tuple[str, str | None]]
 
 
-def _alter(runtime: QuotaRuntime, entity: Pairs, ops: Mapping[str, float | None]) -> list[Change]:
-    """One AlterClientQuotas entry as the gateway applies it; the changes it made."""
-    valid_entity, changes = validate_alteration(entity, list(ops.items()))
-    return runtime.alter_client_quotas(
-        [Change(valid_entity, key, value) for key, value in changes.items()], "User:admin", "test"
+def _alter(
+    runtime: QuotaRuntime, entity: Pairs, ops: Mapping[str | None, float | None]
+) -> tuple[EntityOutcome, list[Change]]:
+    """One AlterClientQuotas entry as the gateway decides and applies it."""
+    outcomes, changes = alter_client_quotas([(entity, list(ops.items()))])
+    (outcome,) = outcomes
+    applied = runtime.alter_client_quotas(
+        [Change(e, key, value) for e, key, value in changes], "User:admin", "test"
     )
+    return outcome, applied
+
+
+def _applied(runtime: QuotaRuntime, entity: Pairs, ops: Mapping[str, float | None]) -> list[Change]:
+    outcome, applied = _alter(runtime, entity, ops)
+    assert outcome.error_code == 0, outcome.error_message
+    return applied
 
 
 def _quotas(runtime: QuotaRuntime, entity: Pairs) -> dict[str, float] | None:
@@ -51,10 +67,9 @@ def test_invalid_entity_types(entity: Pairs) -> None:
     """ClientQuotaControlManagerTest.testInvalidEntityTypes: unknown and null types, a valid
     type with an unknown one, IP combined with others, the empty entity; nothing applied."""
     runtime = QuotaRuntime(QuotaSettings())
-    with pytest.raises(QuotaConfigError) as error:
-        _alter(runtime, entity, {"producer_byte_rate": 10000.0})
-    assert error.value.error_code == INVALID_REQUEST
-    assert runtime.client_quotas == {}
+    outcome, applied = _alter(runtime, entity, {"producer_byte_rate": 10000.0})
+    assert outcome.error_code == INVALID_REQUEST
+    assert applied == [] and runtime.client_quotas == {}
 
 
 @pytest.mark.parametrize(
@@ -65,31 +80,30 @@ def test_invalid_entity_types(entity: Pairs) -> None:
         [(None, 99.9)],
     ],
 )
-def test_invalid_quota_keys(ops: list[tuple[str, float | None]]) -> None:
+def test_invalid_quota_keys(ops: list[tuple[str | None, float | None]]) -> None:
     """ClientQuotaControlManagerTest.testInvalidQuotaKeys: one bad key fails the whole entity,
     before or after a good one; nothing applied."""
     runtime = QuotaRuntime(QuotaSettings())
-    with pytest.raises(QuotaConfigError) as error:
-        _alter(runtime, [("user", "user-1")], dict(ops))
-    assert error.value.error_code == INVALID_REQUEST
-    assert runtime.client_quotas == {}
+    outcome, applied = _alter(runtime, [("user", "user-1")], dict(ops))
+    assert outcome.error_code == INVALID_REQUEST
+    assert applied == [] and runtime.client_quotas == {}
 
 
 def test_alter_and_remove() -> None:
     """ClientQuotaControlManagerTest.testAlterAndRemove"""
     runtime = QuotaRuntime(QuotaSettings())
     user = [("user", "user-1")]
-    _alter(runtime, user, {"producer_byte_rate": 10000.0})
+    _applied(runtime, user, {"producer_byte_rate": 10000.0})
     assert _quotas(runtime, user) == {"producer_byte_rate": 10000.0}
-    _alter(runtime, user, {"producer_byte_rate": 10001.0, "consumer_byte_rate": 20000.0})
+    _applied(runtime, user, {"producer_byte_rate": 10001.0, "consumer_byte_rate": 20000.0})
     assert _quotas(runtime, user) == {"producer_byte_rate": 10001.0, "consumer_byte_rate": 20000.0}
-    _alter(runtime, user, {"producer_byte_rate": None})
+    _applied(runtime, user, {"producer_byte_rate": None})
     assert _quotas(runtime, user) == {"consumer_byte_rate": 20000.0}
-    assert _alter(runtime, user, {"request_percentage": None}) == []  # not set: no change
+    assert _applied(runtime, user, {"request_percentage": None}) == []  # not set: no change
     assert _quotas(runtime, user) == {"consumer_byte_rate": 20000.0}
-    _alter(runtime, user, {"consumer_byte_rate": None})
+    _applied(runtime, user, {"consumer_byte_rate": None})
     assert _quotas(runtime, user) is None  # the last key gone, the entity is gone
-    assert _alter(runtime, user, {"consumer_byte_rate": None}) == []
+    assert _applied(runtime, user, {"consumer_byte_rate": None}) == []
     assert _quotas(runtime, user) is None
     _alter(
         runtime,
@@ -127,7 +141,7 @@ def test_entity_types() -> None:
     ]
     records = []
     for entity, value in entities:
-        records += _alter(runtime, entity, {"request_percentage": value})
+        records += _applied(runtime, entity, {"request_percentage": value})
     assert len(records) == len(entities)
     assert {(entity_key(c.entity), c.key, c.value) for c in records} == {
         (entity_key(dict(entity)), "request_percentage", value) for entity, value in entities
