@@ -278,3 +278,28 @@ def test_validate_quota_key_value_errors(test: str, key: str, value: float, mess
 def test_validate_quota_key_value_accepts(test: str, key: str, value: float) -> None:
     """ClientQuotaControlManagerTest.testValidateQuotaKeyValue* (the acceptances, by ``test``)"""
     validate_value(CLIENT_ID_ENTITY, key, value)
+
+
+# Documented differences (docs/engine.md), next to the Kafka tests they depart from: these
+# vectors assert the gateway's behaviour, not Kafka's.
+
+
+def test_difference_ip_entity_is_never_resolved() -> None:
+    """Departs from ClientQuotaControlManagerTest.testIsValidIpEntityWithLocalhost's premise:
+    KRaft accepts a host name it can resolve; the gateway does no DNS, so ``localhost`` is
+    refused with Kafka's own text."""
+    assert _entity_error([("ip", "localhost")]) == (
+        INVALID_REQUEST,
+        "localhost is not a valid IP or resolvable host.",
+    )
+
+
+def test_difference_nan_quota_is_refused() -> None:
+    """Departs from ClientQuotaControlManager.validateQuotaKeyValue (every check compares false
+    for NaN, so KRaft accepts it): a NaN bound would drive every later decision."""
+    with pytest.raises(QuotaConfigError) as error:
+        validate_value(CLIENT_ID_ENTITY, "request_percentage", float("nan"))
+    assert (error.value.error_code, str(error.value)) == (
+        INVALID_REQUEST,
+        "Quota request_percentage must be greater than 0",
+    )
