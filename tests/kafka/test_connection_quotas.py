@@ -601,3 +601,20 @@ def test_unlimited_means_int_max() -> None:
     cq.update_ip_connection_rate_quota(DEFAULT_IP[EXTERNAL], INT_MAX)
     accept(cq, EXTERNAL, 5)
     assert cq.ip_rate_metric(DEFAULT_IP[EXTERNAL]) is None
+
+
+def test_ip_rate_sensors_expire_after_an_idle_hour() -> None:
+    """ConnectionQuotaEntity.ipQuotaEntity: an IP's rate sensor expires after an hour
+    (3600 s) without connections; the broker's and listeners' never do."""
+    cq = quotas()
+    add_listeners(cq)
+    cq.update_ip_connection_rate_quota(None, 10)
+    clock = Clock()
+    Acceptor(cq, clock, EXTERNAL).inc()
+    assert cq.expire_sensors(clock.now + 3_600_000) == []
+    assert cq.expire_sensors(clock.now + 3_600_001) == [DEFAULT_IP[EXTERNAL]]
+    assert cq.ip_rate_metric(DEFAULT_IP[EXTERNAL]) is None
+    # A new connection makes a new sensor with the quota in force.
+    clock.now += 3_600_001
+    Acceptor(cq, clock, EXTERNAL).inc()
+    _assert_ip_quota(cq, DEFAULT_IP[EXTERNAL], 10)

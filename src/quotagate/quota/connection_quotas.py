@@ -224,7 +224,7 @@ class ConnectionQuotas:
         address = canonical_ip(ip)
         rate = self.connection_rate_for_ip(address)
         if rate != IP_CONNECTION_RATE_DEFAULT:
-            sensor = self._ip_sensor(address, rate)
+            sensor = self._ip_sensor(address, rate, now_ms)
             throttle_ms = self._record_and_get_throttle_ms(sensor, now_ms)
             if throttle_ms > 0:
                 # Not accepted: it must not count in any rate, or the storm of one IP would
@@ -320,10 +320,10 @@ class ConnectionQuotas:
     def _is_protected(self, listener: str) -> bool:
         return listener == self._protected and len(self._listeners) > 1
 
-    def _ip_sensor(self, address: str, rate: int) -> Sensor:
+    def _ip_sensor(self, address: str, rate: int, now_ms: int) -> Sensor:
         sensor = self._ip_sensors.get(address)
         if sensor is None:
-            sensor = self._rate_sensor("connection-accept-rate", rate)
+            sensor = self._rate_sensor("connection-accept-rate", rate, now_ms)
             self._ip_sensors[address] = sensor
         return sensor
 
@@ -337,8 +337,8 @@ class ConnectionQuotas:
     def _rate_config(self, bound: int) -> MetricConfig:
         return MetricConfig(self._window_num, self._window_ms, Quota.upper_bound(bound))
 
-    def _rate_sensor(self, metric_name: str, bound: int) -> Sensor:
-        sensor = Sensor(metric_name)
+    def _rate_sensor(self, metric_name: str, bound: int, created_ms: int = 0) -> Sensor:
+        sensor = Sensor(metric_name, created_ms)
         sensor.add(metric_name, Rate(), self._rate_config(bound))
         return sensor
 
