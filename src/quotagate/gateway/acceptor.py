@@ -49,7 +49,7 @@ class Acceptor:
         self._reading = True
         self._closed = False
         self._pending: tuple[socket.socket, str, ProtocolFactory] | None = None
-        self._resume_at_ms = 0
+        self._resume_at = 0.0
         self._blocked_since = 0.0
         self._timer: asyncio.TimerHandle | None = None
         self._wake_scheduled = False
@@ -101,7 +101,7 @@ class Acceptor:
         now_ms = wall_ms()
         throttle_ms = self._quotas.record_connection(self._listener, now_ms)
         if throttle_ms > 0 or not self._quotas.slot_available(self._listener):
-            self._wait(conn, ip, factory, now_ms + throttle_ms, RATE if throttle_ms else COUNT)
+            self._wait(conn, ip, factory, throttle_ms, RATE if throttle_ms else COUNT)
             return
         self._admit(conn, ip, factory)
 
@@ -142,17 +142,18 @@ class Acceptor:
     # -- waiting (Kafka's waitForConnectionSlot) -------------------------------------------
 
     def _wait(
-        self, conn: socket.socket, ip: str, factory: ProtocolFactory, until_ms: int, reason: str
+        self, conn: socket.socket, ip: str, factory: ProtocolFactory, throttle_ms: int, reason: str
     ) -> None:
+        # The quotas read the wall clock as Kafka's do; the wait itself is timed on the loop's
+        # monotonic clock, so a wall-clock step cannot stall the listener.
         self._pending = (conn, ip, factory)
-        self._resume_at_ms = until_ms
+        self._resume_at = self._loop.time() + throttle_ms / 1000
         self._blocked_since = time.monotonic()
         self._pause_reading()
         self._metrics.acceptor_waits.labels(self._listener, reason).inc()
         self._limits.wait_for_slot(self._wake)
-        delay_ms = until_ms - wall_ms()
-        if delay_ms > 0:
-            self._timer = self._loop.call_later(delay_ms / 1000, self._timer_fired)
+        if throttle_ms > 0:
+            self._timer = self._loop.call_at(self._resume_at, self._timer_fired)
 
     def _wake(self) -> None:
         # Called from a connection's close: look once the loop is back in the acceptor's hands.
@@ -168,10 +169,11 @@ class Acceptor:
         self._wake_scheduled = False
         if self._closed or self._pending is None:
             return
-        remaining_ms = self._resume_at_ms - wall_ms()
-        if remaining_ms > 0:
+        # Whole milliseconds, as Kafka counts the wait: a timer firing within its clock's
+        # resolution of the end is the end.
+        if self._loop.time() + 0.001 < self._resume_at:
             if self._timer is None:
-                self._timer = self._loop.call_later(remaining_ms / 1000, self._timer_fired)
+                self._timer = self._loop.call_at(self._resume_at, self._timer_fired)
             return
         if not self._quotas.slot_available(self._listener):
             return  # woken again when a connection closes
