@@ -12,6 +12,10 @@
   and the client re-fetches the data it did not get from the same offsets. An upstream
   error at the top level is passed on instead (it carries no data).
 
+Fetch v0-3 (removed in Kafka 4.0) are forwarded untouched unless a fetch quota applies to
+the client; then they are answered UNSUPPORTED_VERSION in their own shape (see
+:func:`_refuse_removed`), and ApiVersions does not advertise them.
+
 The final decision is the throttle stage's (:meth:`QuotaRuntime.finish`); this stage only
 records and prepares the empty response.
 """
@@ -27,9 +31,16 @@ from typing import Any, ClassVar, Final
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from quotagate.enforcement.runtime import QuotaRuntime
-from quotagate.enforcement.ticket import TICKET_KEY
-from quotagate.gateway import Exchange, Stage, modelled_request, refuse_unmodelled
-from quotagate.protocol import api_keys, api_table
+from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
+from quotagate.gateway import (
+    Exchange,
+    Stage,
+    log_unsupported_version,
+    modelled_request,
+    refuse_unmodelled,
+)
+from quotagate.protocol import api_keys, api_table, removed_versions
+from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.headers import HeaderError, response_body_offset
 from quotagate.protocol.kio_nested import build
 
@@ -63,7 +74,12 @@ class FetchQuotaStage(Stage):
         if not (runtime.managers.fetch.quotas_enabled or runtime.managers.request.quotas_enabled):
             return
         ticket = runtime.ticket(exchange)
-        if refuse_unmodelled(exchange, runtime.managers.fetch.quotas_enabled):
+        applies = runtime.managers.fetch.quota_applies(ticket.user, ticket.client_id)
+        if refuse_unmodelled(exchange, applies):
+            return
+        if api_table.is_removed(api_keys.FETCH, exchange.api_version):
+            if applies:
+                _refuse_removed(exchange, ticket)
             return
         request = modelled_request(exchange)
         if request is None:
@@ -104,6 +120,25 @@ class FetchQuotaStage(Stage):
         ticket.fetch_ms = self.runtime.managers.fetch.record_and_get_throttle_ms(
             ticket.user, ticket.client_id, size, ticket.now_ms
         )
+
+
+def _refuse_removed(exchange: Exchange, ticket: QuotaTicket) -> None:
+    """Fetch v0-3 under a fetch quota: UNSUPPORTED_VERSION for every partition, in that
+    version's shape, the connection kept. The quota bounds a fetch by capping its response
+    size, and v0-2 have no response-level ``max_bytes`` to cap (the broker's own cap, which
+    Kafka applies to them, is out of the gateway's reach); follower fetches are exempt."""
+    header = exchange.header
+    request = removed_versions.read_fetch(exchange.request_frame, header)
+    if request.replica_id >= 0:
+        ticket.follower_fetch = True
+        return
+    ticket.impose_error(ErrorCode.UNSUPPORTED_VERSION)
+    log_unsupported_version(exchange, "UNSUPPORTED_VERSION")
+    exchange.respond_frame(
+        removed_versions.fetch_error_response(
+            header.correlation_id, header.api_version, request, ErrorCode.UNSUPPORTED_VERSION
+        )
+    )
 
 
 def _empty_response(exchange: Exchange, session_id: int, throttle_ms: int) -> Any:

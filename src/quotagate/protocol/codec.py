@@ -76,7 +76,7 @@ def encode_body(entity: Any) -> bytes:
 
 
 def decode_request(frame: bytes, header: RequestHeader) -> Any:
-    if header.body_offset < 0:
+    if header.body_offset < 0 or not api_table.is_modelled(header.api_key, header.api_version):
         raise CodecError(f"api {header.api_key} v{header.api_version} is not modelled")
     schema = api_table.request_schema(header.api_key, header.api_version)
     return decode_body(schema, frame, header.body_offset)
