@@ -4,8 +4,9 @@ A client may use a version only if both the upstream broker and the gateway hand
 gateway handles every version kio models, minus those whose responses would carry broker
 endpoints inside record-bearing messages (rewriting them would mean decoding record
 batches), plus the versions Kafka 4.0 removed but Fetch v0-3, and passes API keys kio does
-not know through raw, as the upstream advertises them. APIs the gateway answers itself (SASL on the gateway, client quotas later) are
-advertised with the gateway's own range whether or not the upstream has them.
+not know through raw, as the upstream advertises them. APIs the gateway answers itself (SASL
+on the gateway, client quotas) are advertised with the gateway's own range whether or not
+the upstream has them.
 """
 
 from __future__ import annotations

@@ -322,4 +322,3 @@ def read_mutation_results(frame: bytes, api_key: int, api_version: int) -> list[
             reader.skip_nullable_string()
     reader.end()
     return results
-
