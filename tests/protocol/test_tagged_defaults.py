@@ -1,0 +1,107 @@
+"""Responses the gateway builds or re-encodes leave out tagged fields holding their default,
+as Kafka's generated serializer does (``if (currentLeader.equals(new LeaderIdAndEpoch()))``
+skips the tag): librdkafka before 2.2.0 mis-skips tagged fields, so one written default can
+break an old client's whole connection (issue 13).
+
+The expected bytes are written by hand from Kafka's JSON schemas, and each case also shows the
+same field with a non-default value *is* written, so a test could not pass by never writing
+tags at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import struct
+import uuid
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode as KioErrorCode
+
+from quotagate.protocol import api_keys, api_table, codec
+from quotagate.protocol.kio_nested import build, nested
+
+
+def _create_topics_result(version: int, **extra: Any) -> Any:
+    schema = api_table.response_schema(api_keys.CREATE_TOPICS, version)
+    return build(
+        nested(schema, "CreatableTopicResult"),
+        name="orders",
+        topic_id=uuid.UUID(int=0),
+        error_code=KioErrorCode(89),
+        error_message="throttled",
+        num_partitions=-1,
+        replication_factor=-1,
+        configs=None,
+        **extra,
+    )
+
+
+def _compact_string(value: str) -> bytes:
+    return bytes([len(value) + 1]) + value.encode()
+
+
+def test_create_topics_result_without_a_config_error_writes_no_tag() -> None:
+    # What the mutation stage answers for a refused topic (CreateTopics v5+).
+    expected = (
+        _compact_string("orders")
+        + bytes(16)  # topic_id (v7)
+        + struct.pack(">h", 89)
+        + _compact_string("throttled")
+        + struct.pack(">ih", -1, -1)
+        + b"\x00"  # configs: null
+        + b"\x00"  # no tagged fields: TopicConfigErrorCode 0 is the default
+    )
+    assert codec.encode_body(_create_topics_result(7)) == expected
+    written = codec.encode_body(_create_topics_result(7, topic_config_error_code=40))
+    assert written == expected[:-1] + b"\x01" + b"\x00\x02" + struct.pack(">h", 40)
+
+
+def _produce_partition(**extra: Any) -> Any:
+    schema = api_table.response_schema(api_keys.PRODUCE, 10)
+    return build(
+        nested(schema, "PartitionProduceResponse"),
+        index=3,
+        error_code=KioErrorCode(19),
+        base_offset=-1,
+        log_append_time=None,
+        log_start_offset=-1,
+        record_errors=(),
+        error_message="refused",
+        **extra,
+    )
+
+
+def test_refused_produce_partition_writes_no_current_leader() -> None:
+    # The produce stage's refused partitions (any version a client sends, v10+ included).
+    expected = (
+        struct.pack(">ihqqq", 3, 19, -1, -1, -1)
+        + b"\x01"  # record_errors: empty compact array
+        + _compact_string("refused")
+        + b"\x00"  # CurrentLeader (-1, -1) is the default: left out
+    )
+    assert codec.encode_body(_produce_partition()) == expected
+    schema = api_table.response_schema(api_keys.PRODUCE, 10)
+    leader = build(nested(schema, "LeaderIdAndEpoch"), leader_id=111, leader_epoch=4)
+    written = codec.encode_body(_produce_partition(current_leader=leader))
+    assert written == expected[:-1] + b"\x01\x00\x09" + struct.pack(">ii", 111, 4) + b"\x00"
+
+
+@pytest.mark.parametrize("version", [12, 15, 16, 17])
+def test_throttled_empty_fetch_writes_no_node_endpoints(version: int) -> None:
+    # The fetch quota's empty response for a throttled fetch (spec §6.1).
+    schema: Any = api_table.response_schema(api_keys.FETCH, version)
+    empty = build(
+        schema,
+        throttle_time=datetime.timedelta(milliseconds=500),
+        error_code=KioErrorCode(0),
+        session_id=9,
+        responses=(),
+    )
+    expected = struct.pack(">ihi", 500, 0, 9) + b"\x01" + b"\x00"
+    assert codec.encode_body(empty) == expected
+    if version >= 16:
+        endpoint = build(nested(schema, "NodeEndpoint"), node_id=1, host="h", port=2, rack=None)
+        written = codec.encode_body(dataclasses.replace(empty, node_endpoints=(endpoint,)))
+        assert written.startswith(expected[:-1] + b"\x01\x00")  # one tag: 0, NodeEndpoints
