@@ -131,6 +131,15 @@ def test_fetch_v0_to_v3_under_a_fetch_quota_is_answered_and_the_connection_kept(
             assert old.read_frame() == with_size_prefix(struct.pack(">i", 7) + body)
         # Still open: a modelled request on the same connection is answered.
         assert old.request(api_keys.METADATA, 1, topics=None).brokers
+        # What ApiVersions offers is what holds: removed versions the gateway meters or
+        # forwards for everyone, not Fetch v0-3 (tansu itself has all of them from v0).
+        offered = old.request(
+            api_keys.API_VERSIONS, 3, client_software_name="old", client_software_version="1"
+        )
+        low = {int(k.api_key): int(k.min_version) for k in offered.api_keys}
+        assert low[api_keys.PRODUCE] == 0 and low[api_keys.CREATE_TOPICS] == 0
+        assert low[api_keys.DELETE_TOPICS] == 0 and low[api_keys.LIST_OFFSETS] == 0
+        assert low[api_keys.FETCH] == 4
     line = next(r.getMessage() for r in caplog.records if "unsupported_version" in r.getMessage())
     assert "api=fetch" in line and "client_id=old" in line and "version=0" in line
     # A client no fetch quota applies to is forwarded untouched: tansu's own answer.
