@@ -106,7 +106,7 @@ def test_produce_v0_to_v2_is_metered_throttled_and_stored(
     gateway.stop()
 
 
-def test_fetch_v0_to_v3_under_a_fetch_quota_is_answered_and_the_connection_kept(
+def test_fetch_v0_to_v2_under_a_fetch_quota_is_answered_and_the_connection_kept(
     quota_tansu: Any,
     start_quota_gateway: Any,
     raw_client: Any,
@@ -123,7 +123,7 @@ def test_fetch_v0_to_v3_under_a_fetch_quota_is_answered_and_the_connection_kept(
         _create(old, topic)
         old.send_frame(old_frames.produce(2, [(topic, [(0, _batch([b"a", b"b"]))])]))
         old.read_frame()
-        for version in range(4):
+        for version in range(3):
             old.send_frame(old_frames.fetch(version, [(topic, [0])], client_id="old"))
             body = struct.pack(">i", 0) if version >= 1 else b""
             body += struct.pack(">i", 1) + old_frames.string(topic) + struct.pack(">i", 1)
@@ -132,14 +132,14 @@ def test_fetch_v0_to_v3_under_a_fetch_quota_is_answered_and_the_connection_kept(
         # Still open: a modelled request on the same connection is answered.
         assert old.request(api_keys.METADATA, 1, topics=None).brokers
         # What ApiVersions offers is what holds: removed versions the gateway meters or
-        # forwards for everyone, not Fetch v0-3 (tansu itself has all of them from v0).
+        # forwards for everyone, not Fetch v0-2 (tansu itself has all of them from v0).
         offered = old.request(
             api_keys.API_VERSIONS, 3, client_software_name="old", client_software_version="1"
         )
         low = {int(k.api_key): int(k.min_version) for k in offered.api_keys}
         assert low[api_keys.PRODUCE] == 0 and low[api_keys.CREATE_TOPICS] == 0
         assert low[api_keys.DELETE_TOPICS] == 0 and low[api_keys.LIST_OFFSETS] == 0
-        assert low[api_keys.FETCH] == 4
+        assert low[api_keys.FETCH] == 3
     line = next(r.getMessage() for r in caplog.records if "unsupported_version" in r.getMessage())
     assert "api=fetch" in line and "client_id=old" in line and "version=0" in line
     # A client no fetch quota applies to is forwarded untouched: tansu's own answer.
@@ -148,6 +148,27 @@ def test_fetch_v0_to_v3_under_a_fetch_quota_is_answered_and_the_connection_kept(
     straight = _exchange(straight_host, int(straight_port), frame)
     assert straight is not None and len(straight) > 100  # the two records
     assert _exchange(host, port, frame) == straight
+    gateway.stop()
+
+
+def test_fetch_v3_is_metered_and_a_throttled_one_answered_empty(
+    quota_tansu: Any, start_quota_gateway: Any, raw_client: Any
+) -> None:
+    gateway = start_quota_gateway(quota_tansu.bootstrap)
+    gateway.runtime.alter_client_quotas(
+        [Change({"client-id": "old"}, "consumer_byte_rate", 100.0)], "test", "test"
+    )
+    topic = f"old-fetch-v3-{uuid.uuid4().hex[:6]}"
+    host, port = gateway.host_port
+    with raw_client(host, port, "old") as old:
+        _create(old, topic)
+        old.send_frame(old_frames.produce(2, [(topic, [(0, _batch([b"z" * 3000]))])]))
+        old.read_frame()
+        # 3 kB against 100 B/s over Kafka's 10 s window: throttled, so no data is sent.
+        old.send_frame(old_frames.fetch(3, [(topic, [0])], client_id="old"))
+        answer = old.read_frame()
+        correlation, throttle, topics = struct.unpack(">iii", answer[4:])
+        assert correlation == 7 and topics == 0 and throttle > 10_000
     gateway.stop()
 
 

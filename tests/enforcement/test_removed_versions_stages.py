@@ -86,9 +86,9 @@ def test_produce_v2_whose_topics_are_all_refused_is_answered_by_the_gateway() ->
     )
 
 
-def test_fetch_v3_under_a_fetch_quota_gets_unsupported_version_in_its_shape() -> None:
+def test_fetch_v2_under_a_fetch_quota_gets_unsupported_version_in_its_shape() -> None:
     stages = _stages(Change({"client-id": "old"}, "consumer_byte_rate", 1000))
-    ex = raw_exchange(old_frames.fetch(3, [("t", [0, 1])]))
+    ex = raw_exchange(old_frames.fetch(2, [("t", [0, 1])]))
     seen = run_request(stages, ex)
     assert ex.outcome is Outcome.RESPOND
     run_response(stages, ex, seen)
@@ -97,6 +97,23 @@ def test_fetch_v3_under_a_fetch_quota_gets_unsupported_version_in_its_shape() ->
     assert ex.response_frame == with_size_prefix(struct.pack(">i", 7) + body + b"".join(partition))
     ticket = ex.get(TICKET_KEY)
     assert ticket is not None and ticket.error_code == 35
+
+
+def test_fetch_v3_under_a_fetch_quota_is_capped_and_emptied_when_throttled() -> None:
+    # Kafka's default windows: at most 1000 B/s x 10 s may be asked for in one fetch.
+    stages = _stages(Change({"client-id": "old"}, "consumer_byte_rate", 1000))
+    ex = raw_exchange(old_frames.fetch(3, [("t", [0])]))
+    seen = run_request(stages, ex)
+    assert ex.outcome is Outcome.FORWARD
+    assert ex.request_frame == old_frames.fetch(3, [("t", [0])]).replace(
+        struct.pack(">i", 1 << 20), struct.pack(">i", 10_000), 1
+    )
+    records = b"x" * 50_000  # one batch over the cap: a broker returns it whole
+    partition = struct.pack(">ihq", 0, 0, 1) + struct.pack(">i", len(records)) + records
+    body = struct.pack(">ii", 0, 1) + old_frames.string("t") + struct.pack(">i", 1) + partition
+    run_response(stages, ex, seen, with_size_prefix(struct.pack(">i", 7) + body))
+    assert ex.mute_ms > 0
+    assert ex.response_frame == with_size_prefix(struct.pack(">iii", 7, ex.mute_ms, 0))
 
 
 def test_fetch_v0_is_forwarded_untouched_when_no_fetch_quota_applies_to_the_client() -> None:

@@ -21,7 +21,7 @@ def test_negotiation_intersects_caps_and_passes_unmodelled_keys() -> None:
         # produce: capped at v9 (v10+ carries node endpoints); v0-2, which Kafka 4.0
         # dropped, are metered by hand
         VersionRange(0, 0, 11),
-        # fetch: capped at v15; v0-3 are refused under a fetch quota, so never offered
+        # fetch: capped at v15; v0-2 are refused under a fetch quota, so never offered
         VersionRange(1, 0, 17),
         VersionRange(3, 0, 12),  # metadata: kio models from v0
         VersionRange(2, 0, 9),  # list offsets: v0 (dropped by Kafka 4.0) is forwarded raw
@@ -31,7 +31,7 @@ def test_negotiation_intersects_caps_and_passes_unmodelled_keys() -> None:
     local = {17: range(0, 2), 48: range(0, 2)}
     assert negotiate(upstream, local) == [
         VersionRange(0, 0, 9),
-        VersionRange(1, 4, 15),
+        VersionRange(1, 3, 15),
         VersionRange(2, 0, 9),
         VersionRange(3, 0, 12),
         VersionRange(17, 0, 1),

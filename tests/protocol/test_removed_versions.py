@@ -99,9 +99,17 @@ def test_fetch_v0_to_v3_is_answered_in_its_own_shape(version: int) -> None:
     body += struct.pack(">i", 1) + _s("alpha") + struct.pack(">i", 2)
     body += struct.pack(">iqi", 0, 5, 1000) + struct.pack(">iqi", 4, 0, 1000)
     frame = _request(api_keys.FETCH, version, body)
-    request = removed_versions.read_fetch(frame, parse_request_header(frame))
-    assert request.replica_id == -1
+    header = parse_request_header(frame)
+    request = removed_versions.read_fetch(frame, header)
+    assert request.replica_id == -1 and request.min_bytes == 1
+    assert request.max_bytes == (1 << 20 if version == 3 else -1)
     assert request.topics == (("alpha", (0, 4)),)
+    if version == 3:
+        capped = removed_versions.fetch_capped(frame, header, 5000, 1)
+        assert removed_versions.read_fetch(capped, header).max_bytes == 5000
+        assert capped == frame.replace(struct.pack(">i", 1 << 20), struct.pack(">i", 5000), 1)
+        empty = removed_versions.fetch_empty_response(7, version, 321)
+        assert empty == with_size_prefix(struct.pack(">iii", 7, 321, 0))
     answer = removed_versions.fetch_error_response(7, version, request, 35)
     expected = struct.pack(">i", 7)
     if version >= 1:

@@ -13,8 +13,8 @@
   error at the top level is passed on instead (it carries no data).
 
 Fetch v0-3 (removed in Kafka 4.0) are forwarded untouched unless a fetch quota applies to
-the client; then they are answered UNSUPPORTED_VERSION in their own shape (see
-:func:`_refuse_removed`), and ApiVersions does not advertise them.
+the client; then v3 is metered by hand and v0-2 are answered UNSUPPORTED_VERSION in their
+own shape (see :meth:`FetchQuotaStage._removed`), and ApiVersions does not advertise v0-2.
 
 The final decision is the throttle stage's (:meth:`QuotaRuntime.finish`); this stage only
 records and prepares the empty response.
@@ -79,7 +79,7 @@ class FetchQuotaStage(Stage):
             return
         if api_table.is_removed(api_keys.FETCH, exchange.api_version):
             if applies:
-                _refuse_removed(exchange, ticket)
+                self._removed(exchange, ticket)
             return
         request = modelled_request(exchange)
         if request is None:
@@ -110,6 +110,40 @@ class FetchQuotaStage(Stage):
         )
         ticket.fetch_empty = functools.partial(_empty_response, exchange, response_session)
 
+    def _removed(self, exchange: Exchange, ticket: QuotaTicket) -> None:
+        """Fetch v0-3 under a fetch quota. v3 is metered like the modelled versions (its
+        ``max_bytes`` capped, an empty response when throttled); v0-2 are answered
+        UNSUPPORTED_VERSION for every partition, in their shape, the connection kept: they
+        have no response-level ``max_bytes``, so nothing bounds what one response may carry
+        (Kafka applies that cap inside the broker)."""
+        header = exchange.header
+        request = removed_versions.read_fetch(exchange.request_frame, header)
+        if request.replica_id >= 0:
+            ticket.follower_fetch = True
+            return
+        if request.max_bytes < 0:
+            ticket.impose_error(ErrorCode.UNSUPPORTED_VERSION)
+            log_unsupported_version(exchange, "UNSUPPORTED_VERSION")
+            exchange.respond_frame(
+                removed_versions.fetch_error_response(
+                    header.correlation_id,
+                    header.api_version,
+                    request,
+                    ErrorCode.UNSUPPORTED_VERSION,
+                )
+            )
+            return
+        fetch = self.runtime.managers.fetch
+        cap = fetch.max_value_in_quota_window(ticket.user, ticket.client_id)
+        if cap < request.max_bytes:
+            capped = min(int(cap), _INT32_MAX)
+            exchange.replace_request_frame(
+                removed_versions.fetch_capped(
+                    exchange.request_frame, header, capped, min(request.min_bytes, capped)
+                )
+            )
+        ticket.fetch_empty = functools.partial(_empty_removed, exchange)
+
     def on_response(self, exchange: Exchange) -> None:
         frame = exchange.response_frame
         ticket = exchange.get(TICKET_KEY)
@@ -122,22 +156,10 @@ class FetchQuotaStage(Stage):
         )
 
 
-def _refuse_removed(exchange: Exchange, ticket: QuotaTicket) -> None:
-    """Fetch v0-3 under a fetch quota: UNSUPPORTED_VERSION for every partition, in that
-    version's shape, the connection kept. The quota bounds a fetch by capping its response
-    size, and v0-2 have no response-level ``max_bytes`` to cap (the broker's own cap, which
-    Kafka applies to them, is out of the gateway's reach); follower fetches are exempt."""
+def _empty_removed(exchange: Exchange, throttle_ms: int) -> bytes:
     header = exchange.header
-    request = removed_versions.read_fetch(exchange.request_frame, header)
-    if request.replica_id >= 0:
-        ticket.follower_fetch = True
-        return
-    ticket.impose_error(ErrorCode.UNSUPPORTED_VERSION)
-    log_unsupported_version(exchange, "UNSUPPORTED_VERSION")
-    exchange.respond_frame(
-        removed_versions.fetch_error_response(
-            header.correlation_id, header.api_version, request, ErrorCode.UNSUPPORTED_VERSION
-        )
+    return removed_versions.fetch_empty_response(
+        header.correlation_id, header.api_version, throttle_ms
     )
 
 

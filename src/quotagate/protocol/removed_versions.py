@@ -9,7 +9,8 @@ Kafka's JSON schemas.
 
 * Produce v0-2: record bytes per topic (``produce_topics``), the byte span of each topic so
   refused topics can be cut out of the request, and the response entries of refused topics.
-* Fetch v0-3: the requested partitions, for an UNSUPPORTED_VERSION answer in that shape.
+* Fetch v0-3: ``max_bytes`` (v3) to cap and the empty response of a throttled fetch, and the
+  requested partitions, for an UNSUPPORTED_VERSION answer in that shape (v0-2).
 * CreateTopics v0-1, DeleteTopics v0: the topics and partition counts a mutation quota
   charges, ``validate_only``, and the per-topic results of the response.
 """
@@ -219,6 +220,9 @@ def produce_response_with(
 @dataclass(frozen=True, slots=True)
 class FetchRequest:
     replica_id: int
+    min_bytes: int
+    max_bytes: int
+    """The response size limit, v3 only (-1 before: the broker's own limit applies)."""
     topics: tuple[tuple[str, tuple[int, ...]], ...]
 
 
@@ -227,7 +231,9 @@ def read_fetch(frame: bytes, header: RequestHeader) -> FetchRequest:
     [topic, [partition, fetch_offset, partition_max_bytes]]."""
     reader = _Reader(frame, header.body_offset)
     replica_id = reader.int32()
-    reader.skip(8 + (4 if header.api_version >= _FETCH_V3_MAX_BYTES else 0))
+    reader.skip(4)  # max_wait_ms
+    min_bytes = reader.int32()
+    max_bytes = reader.int32() if header.api_version >= _FETCH_V3_MAX_BYTES else -1
     topics: list[tuple[str, tuple[int, ...]]] = []
     for _ in range(reader.count()):
         name = reader.string()
@@ -237,7 +243,24 @@ def read_fetch(frame: bytes, header: RequestHeader) -> FetchRequest:
             reader.skip(8 + 4)
         topics.append((name, tuple(partitions)))
     reader.end()
-    return FetchRequest(replica_id, tuple(topics))
+    return FetchRequest(replica_id, min_bytes, max_bytes, tuple(topics))
+
+
+def fetch_capped(frame: bytes, header: RequestHeader, max_bytes: int, min_bytes: int) -> bytes:
+    """A Fetch v3 request frame with ``min_bytes`` and ``max_bytes`` replaced in place."""
+    if header.api_version < _FETCH_V3_MAX_BYTES:
+        raise HeaderError(f"fetch v{header.api_version} has no max_bytes")
+    spliced = bytearray(frame)
+    _INT32.pack_into(spliced, header.body_offset + 8, min_bytes)
+    _INT32.pack_into(spliced, header.body_offset + 12, max_bytes)
+    return bytes(spliced)
+
+
+def fetch_empty_response(correlation_id: int, version: int, throttle_ms: int) -> bytes:
+    """What a broker sends for a throttled Fetch v1-3: the throttle time and no topics."""
+    if version < _FETCH_V1_THROTTLE:
+        raise HeaderError("fetch v0 has no throttle_time_ms")
+    return _response(correlation_id, _INT32.pack(throttle_ms), _INT32.pack(0))
 
 
 def fetch_error_response(
