@@ -335,7 +335,9 @@ class QuotaRuntime:
         if throttle_ms > 0 and ticket.fetch_empty is not None:
             # Spec §6.1: a throttled fetch's data is not sent (its bytes were taken back).
             empty = ticket.fetch_empty(throttle_ms)
-            if empty is not None:
+            if isinstance(empty, bytes):  # a version kio does not model, built by hand
+                exchange.replace_response_frame(empty)
+            elif empty is not None:
                 exchange.replace_response(empty)
         if throttle_ms > 0:
             self._throttle(exchange, ticket, cause, throttle_ms)

@@ -173,6 +173,11 @@ class Exchange:
         )
         self._request_body = body
 
+    def replace_request_frame(self, frame: bytes) -> None:
+        """Forward ``frame`` (a whole request frame, same header) instead."""
+        self.request_frame = frame
+        self._request_body = None
+
     def respond(self, body: Any) -> None:
         """Answer locally with ``body`` (a kio response entity); nothing is forwarded."""
         self.respond_frame(codec.encode_response_frame(body, self.header.correlation_id))

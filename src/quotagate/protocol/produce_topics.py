@@ -1,6 +1,7 @@
 """Bytes per topic of a Produce request, read without decoding or copying record batches.
 
-Walks the request body (topics → partitions → records) of any Produce version from v3 and
+Walks the request body (topics → partitions → records) of any Produce version (v0-2, which
+Kafka 4.0 removed, have no ``transactional_id``; their header is known all the same) and
 returns each topic's total record-set size, which is what Kafka's per-topic ``BytesInPerSec``
 meter and the usage events' ``topics`` column count. v13+ requests name topics by id; those
 are returned as the id's string form.
@@ -15,6 +16,7 @@ from quotagate.protocol.headers import HeaderError, RequestHeader, read_uvarint,
 
 _INT16 = Struct(">h")
 _INT32 = Struct(">i")
+_FIRST_WITH_TRANSACTIONAL_ID = 3
 _FIRST_FLEXIBLE = 9
 _FIRST_TOPIC_ID = 13
 
@@ -23,10 +25,11 @@ def produce_topic_bytes(frame: bytes, header: RequestHeader) -> list[tuple[str, 
     """[(topic, record bytes)] in request order; a topic listed twice is summed once."""
     offset = header.body_offset
     if offset < 0:
-        raise HeaderError(f"produce v{header.api_version} is not modelled")
+        raise HeaderError(f"produce v{header.api_version} is not a known version")
     flexible = header.api_version >= _FIRST_FLEXIBLE
     reader = _Reader(frame, offset, flexible)
-    reader.skip_string()  # transactional_id
+    if header.api_version >= _FIRST_WITH_TRANSACTIONAL_ID:
+        reader.skip_string()  # transactional_id
     reader.skip(2 + 4)  # acks, timeout_ms
     totals: dict[str, int] = {}
     for _ in range(reader.array_length()):

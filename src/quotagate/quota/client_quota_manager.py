@@ -102,6 +102,12 @@ class ClientQuotaManager:
         """The bound that applies to this client now (Long.MAX_VALUE when none)."""
         return self._limit_of(self.sharing_key(user, client_id))
 
+    def quota_applies(self, user: str, client_id: str) -> bool:
+        """Whether a configured quota of this kind bounds this client (at any entity level)."""
+        return self.quotas_enabled and (
+            self.limits.limit_for_key(self.sharing_key(user, client_id)) is not None
+        )
+
     def sharing_key(self, user: str, client_id: str) -> SharingKey:
         """The (user, client-id) tags of the rate this client is measured on."""
         cache_key = (user, client_id)
