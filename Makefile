@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# KafkaJS for the client matrix (tests/clients), exactly as its package-lock.json says.
+KAFKAJS := tests/clients/kafkajs
+KAFKAJS_STAMP := $(KAFKAJS)/node_modules/.package-lock.json
 
 .PHONY: run test lint bench clean tools fuzz
 
@@ -36,12 +39,6 @@ tools:
 	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	  fi
 
-# KafkaJS for the client matrix, exactly as locked in its package-lock.json (npm ci); npm
-# writes node_modules/.package-lock.json, so it is reinstalled only when the lock changes.
-KAFKAJS := tests/clients/kafkajs
-KAFKAJS_STAMP := $(KAFKAJS)/node_modules/.package-lock.json
-$(KAFKAJS_STAMP): $(KAFKAJS)/package-lock.json | tools
-	cd $(KAFKAJS) && npm ci --no-audit --no-fund --loglevel=error
 
 # The fuzz suite (tests/fuzz) on a large budget: FUZZ_CASES hostile connections (100 000 by
 # default) and/or FUZZ_SECONDS of wall clock, fresh random seeds, every schema kio models.
@@ -58,3 +55,8 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache $(KAFKAJS)/node_modules
+
+# KafkaJS for the client matrix, exactly as locked in its package-lock.json (npm ci); npm
+# writes node_modules/.package-lock.json, so it is reinstalled only when the lock changes.
+$(KAFKAJS_STAMP): $(KAFKAJS)/package-lock.json | tools
+	cd $(KAFKAJS) && npm ci --no-audit --no-fund --loglevel=error
