@@ -33,7 +33,9 @@ def top(
     config: Annotated[
         list[Path] | None,
         typer.Option(
-            "--config", "-c", help="Take the endpoint from a config's \\[metrics] listen; repeatable."
+            "--config",
+            "-c",
+            help="Take the endpoint from a config's \\[metrics] listen; repeatable.",
         ),
     ] = None,
     sort: Annotated[str, typer.Option("--sort", "-s", help=f"One of {', '.join(SORTS)}.")] = (
