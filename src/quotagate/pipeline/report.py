@@ -1,7 +1,9 @@
-"""``report``: one self-contained HTML file (inline SVG, inline CSS, no scripts, no network).
+"""``report``: one self-contained HTML file with interactive plots, no network at view time.
 
-Reads what the other stages wrote (small tables only, with pyarrow; no Spark needed):
-the rollup is required, replay, recommendation and ingest report are shown when given.
+Reads what the other stages wrote with pyarrow (no Spark needed): the rollup is required,
+replay, recommendation and ingest report are shown when given. plotly.js is inlined once
+(4.8 MB of the page); the data beside it is held to a budget of points by widening the time
+buckets (report_series.py), so the page stays under 5 MB whatever the traffic.
 """
 
 from __future__ import annotations
@@ -12,10 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from quotagate.pipeline import plots
+from quotagate.pipeline.report_series import choose_grid, sparse_series
 from quotagate.pipeline.tables import read_json, read_table
+
+RATE_POINTS = 9_000
+"""Points of every sharing key's rate series together (about 7 bytes each in the page)."""
+THROTTLE_POINTS = 4_000
+"""Points of every client's throttle series together (two values each)."""
+_KEY = ["quota_type", "share_user", "share_client"]
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
@@ -24,7 +34,9 @@ table{border-collapse:collapse;font-size:.8rem;margin:.5rem 0}
 td,th{border:1px solid #ddd;padding:.2rem .5rem;text-align:right}
 td:first-child,th:first-child{text-align:left}
 .facts td{text-align:left}.muted{color:#777;font-size:.85rem}
-svg{max-width:100%;height:auto}
+.pick{display:block;margin:.8rem 0 .3rem;font-size:.9rem}
+.pick select{font-size:.9rem;max-width:40rem}
+.explorer{min-height:420px}
 """
 
 
@@ -47,8 +59,10 @@ def report(inputs: ReportInputs, out: str | Path) -> Path:
     document = (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<title>quotagate usage report</title>"
-        f"<style>{_CSS}</style></head><body><h1>quotagate usage report</h1>"
+        f"<style>{_CSS}</style>{plots.plotly_script()}</head>"
+        "<body><h1>quotagate usage report</h1>"
         + "".join(sections)
+        + plots.explorer_script()
         + "</body></html>\n"
     )
     out = Path(out)
@@ -82,44 +96,49 @@ def _top_entities(inputs: ReportInputs) -> str:
     return (
         "<h2>Top entities by usage</h2><p class='muted'>Sustained rate = usage over the "
         "last quota.window.num − 1 windows, what Kafka's Rate measures; percentiles over "
-        "the windows in which the key was active.</p>" + plots.top_entities(entities)
+        "the windows in which the key was active. Pick the quota type above the chart; "
+        "hover a bar for its value.</p>" + plots.top_entities(entities)
     )
 
 
 def _rates(inputs: ReportInputs) -> str:
     entities = read_table(inputs.rollup / "entities")
+    if entities.empty:
+        return "<h2>Rate against quota over time</h2><p>No traffic.</p>"
     recommended = _recommended_by_key(inputs.recommendation)
-    picks = pd.concat(
-        [
-            entities[entities["quota_type"] == t].nlargest(n, "total")
-            for t, n in (("produce", 3), ("fetch", 2), ("controller_mutation", 1))
-        ]
+    windows = (
+        ds.dataset(str(inputs.rollup / "windows"), format="parquet")
+        .to_table(columns=[*_KEY, "window_start_ms", "sustained_rate"])
+        .to_pandas()
     )
-    if picks.empty:
-        return "<h2>Rate against quota</h2><p>No produce or fetch traffic.</p>"
-    frames: list[pd.DataFrame] = []
-    limits: dict[str, tuple[float | None, float | None]] = {}
-    windows = ds.dataset(str(inputs.rollup / "windows"), format="parquet")
-    for row in picks.itertuples(index=False):
-        label = f"{row.quota_type}: {plots.key_label(row.entity_user, row.entity_client)}"
-        table = windows.to_table(
-            columns=["window_start_ms", "sustained_rate"],
-            filter=(ds.field("quota_type") == row.quota_type)
-            & (ds.field("share_user") == row.share_user)
-            & (ds.field("share_client") == row.share_client),
-        ).to_pandas()
-        minute = (table["window_start_ms"] // 60_000) * 60_000
-        series = table.groupby(minute)["sustained_rate"].max().reset_index()
-        series.columns = ["minute_ms", "rate"]
-        series["label"] = label
-        frames.append(series)
-        current = None if pd.isna(row.quota_limit) else float(row.quota_limit)
-        limits[label] = (
-            current,
-            recommended.get((row.quota_type, row.share_user, row.share_client)),
+    windows[_KEY] = windows[_KEY].fillna("")
+    grid = choose_grid(
+        windows["window_start_ms"], windows.groupby(_KEY, sort=False).ngroup(), RATE_POINTS
+    )
+    series = sparse_series(windows, grid, _KEY, "window_start_ms", {"v": ("sustained_rate", "max")})
+    order = {quota_type: i for i, quota_type in enumerate(plots.UNITS)}
+    entities = entities.assign(
+        _order=entities["quota_type"].map(order).fillna(len(order))
+    ).sort_values(["_order", "total"], ascending=[True, False])
+    items = []
+    for row in entities.itertuples(index=False):
+        key = (row.quota_type, row.share_user or "", row.share_client or "")
+        items.append(
+            {
+                "label": plots.key_label(row.share_user, row.share_client),
+                "group": row.quota_type,
+                "q": None if pd.isna(row.quota_limit) else float(row.quota_limit),
+                "r": recommended.get((row.quota_type, row.share_user, row.share_client)),
+                **series.get(key, {"b": [], "v": []}),
+            }
         )
-    return "<h2>Rate against quota over time</h2>" + plots.rate_against_quota(
-        pd.concat(frames), limits, "busiest sharing keys"
+    data = {"grid": grid.as_json(), "units": plots.UNITS, "items": items}
+    return (
+        "<h2>Rate against quota over time</h2><p class='muted'>Every sharing key, by quota "
+        f"type and busiest first. The line is the highest sustained rate in each "
+        f"{grid.label} bucket; drag on the plot or the slider under it to zoom in time, "
+        "double-click to zoom out.</p>"
+        + plots.explorer("qg-rates", f"Sharing key ({len(items)})", data)
     )
 
 
@@ -140,6 +159,7 @@ def _replay(replay_dir: Path) -> str:
     if not heatmap.empty and heatmap["throttle_ms"].sum() > 0:
         heatmap["label"] = heatmap["principal"] + " / " + heatmap["client_id"]
         parts.append(plots.throttle_heatmap(heatmap))
+    parts.append(_throttles(replay_dir, len(entities)))
     worst = entities.nlargest(15, "total_throttle_ms")
     parts.append(
         _table(
@@ -157,6 +177,50 @@ def _replay(replay_dir: Path) -> str:
         )
     )
     return "".join(parts)
+
+
+def _throttles(replay_dir: Path, clients: int) -> str:
+    """Recorded and replayed throttle of one client side by side, for every throttled one."""
+    table = ds.dataset(str(replay_dir / "requests"), format="parquet").to_table(
+        columns=["principal", "client_id", "ts_ms", "replay_ts_ms", "throttle_ms",
+                 "predicted_throttle_ms"],
+        filter=(pc.field("throttle_ms") > 0) | (pc.field("predicted_throttle_ms") > 0),
+    )  # fmt: skip
+    frame = table.to_pandas()
+    client = ["principal", "client_id"]
+    # A throttle is drawn when it happened: the gateway's at the recorded time, the replay's
+    # at the time the (closed-loop) replay read the request.
+    points = pd.concat(
+        [
+            frame[[*client, "ts_ms", "throttle_ms"]]
+            .rename(columns={"ts_ms": "t", "throttle_ms": "rec"})
+            .assign(pred=0),
+            frame[[*client, "replay_ts_ms", "predicted_throttle_ms"]]
+            .rename(columns={"replay_ts_ms": "t", "predicted_throttle_ms": "pred"})
+            .assign(rec=0),
+        ],
+        ignore_index=True,
+    )
+    points = points[(points["rec"] > 0) | (points["pred"] > 0)]
+    grid = choose_grid(points["t"], points.groupby(client, sort=False).ngroup(), THROTTLE_POINTS)
+    series = sparse_series(
+        points, grid, client, "t", {"rec": ("rec", "sum"), "pred": ("pred", "sum")}
+    )
+    totals = (
+        points.groupby(client)[["pred", "rec"]].sum().sort_values(["pred", "rec"], ascending=False)
+    )
+    items = [
+        {"label": f"{principal} / {client_id}", **series[(principal, client_id)]}
+        for principal, client_id in totals.index
+    ]
+    data = {"grid": grid.as_json(), "items": items}
+    return (
+        "<h3>Recorded and replayed throttle per client</h3><p class='muted'>"
+        f"{len(items)} of {clients} clients were throttled by the gateway or in the replay; "
+        f"throttle seconds summed per {grid.label} bucket. The two agree where the candidate "
+        "quotas are the ones the gateway ran with.</p>"
+        + plots.explorer("qg-throttles", f"Client ({len(items)})", data)
+    )
 
 
 def _recommendations(quota_file: Path) -> str:
