@@ -3,7 +3,8 @@
 A greedy confluent-kafka producer runs through ``quotagate serve`` under a producer quota;
 ``quotagate top`` watches the gateway's /metrics from inside tmux. Once the gateway's own
 endpoint shows the client over its quota and throttled, the terminal must show that row
-within two refreshes. The last screen is kept as test output (``top-screen.txt``).
+within two refreshes. The last screen is kept as test output (``top-screen.txt``, see the
+``test_output`` fixture).
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ def _greedy_row(screen: str) -> str | None:
 
 
 def test_a_throttled_client_appears_within_two_refreshes(
-    served: tuple[str, str], tmp_path: Path, wait_for: Callable[..., Any]
+    served: tuple[str, str], test_output: Path, wait_for: Callable[..., Any]
 ) -> None:
     binary = shutil.which("tmux")
     # `make test` installs it; a missing tmux must fail the check, not skip it quietly.
@@ -183,7 +184,7 @@ def test_a_throttled_client_appears_within_two_refreshes(
         assert row is not None and "produce" in row and "7 client-id" in row
     finally:
         screen = (screen or _safe_screen(tmux)).rstrip()
-        (tmp_path / "top-screen.txt").write_text(screen)
+        (test_output / "top-screen.txt").write_text(screen + "\n")
         print(f"top's screen:\n{screen}")  # shown with -rA: the test's output
         stop.set()
         producer.join(10) if producer.is_alive() else None
