@@ -105,7 +105,7 @@ def test_recorded_and_replayed_throttle_per_client(report_file: Path, report_wor
     )
     assert data["items"], "the candidate quotas throttle the generated traffic"
     for column, field in (("predicted_throttle_ms", "pred"), ("throttle_ms", "rec")):
-        shown = sum(sum(item[field]) for item in data["items"])
+        shown = sum(sum(v * 10 ** item["e"] for v in item[field]) for item in data["items"])
         # Three significant digits per bucket: the sums agree to well within a percent.
         assert shown == pytest.approx(float(requests[column].sum()), rel=0.01, abs=1)
 

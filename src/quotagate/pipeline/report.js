@@ -14,10 +14,11 @@
 
   function dense(grid, item, field, scale) {
     var y = new Array(grid.n).fill(0);
+    var factor = Math.pow(10, item.e) * scale;
     var bucket = 0;
     for (var i = 0; i < item.b.length; i++) {
       bucket += item.b[i];
-      y[bucket] = item[field][i] * scale;
+      y[bucket] = item[field][i] * factor;
     }
     return y;
   }

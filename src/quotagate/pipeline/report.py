@@ -2,7 +2,7 @@
 
 Reads what the other stages wrote with pyarrow (no Spark needed): the rollup is required,
 replay, recommendation and ingest report are shown when given. plotly.js is inlined once
-(4.8 MB of the page); the data beside it is held to a budget of points by widening the time
+(4.8 MB of the page); the data beside it is held to a byte budget by widening the time
 buckets (report_series.py), so the page stays under 5 MB whatever the traffic.
 """
 
@@ -18,13 +18,19 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from quotagate.pipeline import plots
-from quotagate.pipeline.report_series import choose_grid, sparse_series
+from quotagate.pipeline.report_series import choose_grid, fit_to_budget, sparse_series
 from quotagate.pipeline.tables import read_json, read_table
 
-RATE_POINTS = 9_000
-"""Points of every sharing key's rate series together (about 7 bytes each in the page)."""
-THROTTLE_POINTS = 4_000
-"""Points of every client's throttle series together (two values each)."""
+PAGE_BYTES = 4_980_000
+"""What a report may weigh: under 5 MB (decimal), with room for the explorers' framing."""
+# plotly.js alone is 4.8 MB. The explorers' data gets what the rest of the page leaves of
+# PAGE_BYTES (the rate explorer first, up to RATE_SHARE of it): more keys or clients, or a
+# longer span, only make the time buckets wider (tests/pipeline/test_report_size.py).
+RATE_SHARE = 0.6
+_RATE_POINT_BYTES = 6  # a bucket step and a value of at most three digits, with commas
+_THROTTLE_POINT_BYTES = 10  # a step and two values
+THROTTLE_CLIENTS = 300
+"""The most throttled clients the throttle explorer lists (their labels alone are ~35 bytes)."""
 _KEY = ["quota_type", "share_user", "share_client"]
 
 _CSS = """
@@ -48,10 +54,15 @@ class ReportInputs:
     ingest_report: Path | None = None
 
 
+_RATES = "\x00rates\x00"
+_THROTTLES = "\x00throttles\x00"
+
+
 def report(inputs: ReportInputs, out: str | Path) -> Path:
-    sections = [_overview(inputs), _top_entities(inputs), _rates(inputs)]
+    # The explorers are made last, with the bytes the rest of the page leaves them.
+    sections = [_overview(inputs), _top_entities(inputs), _RATES]
     if inputs.replay is not None:
-        sections.append(_replay(inputs.replay))
+        sections.append(_replay(inputs.replay, _THROTTLES))
     if inputs.recommendation is not None:
         sections.append(_recommendations(inputs.recommendation))
     if inputs.ingest_report is not None:
@@ -65,6 +76,12 @@ def report(inputs: ReportInputs, out: str | Path) -> Path:
         + plots.explorer_script()
         + "</body></html>\n"
     )
+    left = max(0, PAGE_BYTES - len(document.encode()))
+    rates = _rates(inputs, int(left * RATE_SHARE) if inputs.replay is not None else left)
+    document = document.replace(_RATES, rates)
+    if inputs.replay is not None:
+        left = max(0, PAGE_BYTES - len(document.encode()))
+        document = document.replace(_THROTTLES, _throttles(inputs.replay, left))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(document, encoding="utf-8")
@@ -101,7 +118,7 @@ def _top_entities(inputs: ReportInputs) -> str:
     )
 
 
-def _rates(inputs: ReportInputs) -> str:
+def _rates(inputs: ReportInputs, byte_budget: int) -> str:
     entities = read_table(inputs.rollup / "entities")
     if entities.empty:
         return "<h2>Rate against quota over time</h2><p>No traffic.</p>"
@@ -112,37 +129,47 @@ def _rates(inputs: ReportInputs) -> str:
         .to_pandas()
     )
     windows[_KEY] = windows[_KEY].fillna("")
-    grid = choose_grid(
-        windows["window_start_ms"], windows.groupby(_KEY, sort=False).ngroup(), RATE_POINTS
-    )
-    series = sparse_series(windows, grid, _KEY, "window_start_ms", {"v": ("sustained_rate", "max")})
+    key_codes = windows.groupby(_KEY, sort=False).ngroup()
     order = {quota_type: i for i, quota_type in enumerate(plots.UNITS)}
     entities = entities.assign(
         _order=entities["quota_type"].map(order).fillna(len(order))
     ).sort_values(["_order", "total"], ascending=[True, False])
-    items = []
-    for row in entities.itertuples(index=False):
-        key = (row.quota_type, row.share_user or "", row.share_client or "")
-        items.append(
-            {
-                "label": plots.key_label(row.share_user, row.share_client),
-                "group": row.quota_type,
-                "q": None if pd.isna(row.quota_limit) else float(row.quota_limit),
-                "r": recommended.get((row.quota_type, row.share_user, row.share_client)),
-                **series.get(key, {"b": [], "v": []}),
-            }
+    labels = [
+        plots.key_label(u, c)
+        for u, c in zip(entities["share_user"], entities["share_client"], strict=True)
+    ]
+
+    def build(points: int) -> dict[str, Any]:
+        grid = choose_grid(windows["window_start_ms"], key_codes, points)
+        series = sparse_series(
+            windows, grid, _KEY, "window_start_ms", {"v": ("sustained_rate", "max")}
         )
-    data = {"grid": grid.as_json(), "units": plots.UNITS, "items": items}
+        items = []
+        for label, row in zip(labels, entities.itertuples(index=False), strict=True):
+            key = (row.quota_type, row.share_user or "", row.share_client or "")
+            items.append(
+                {
+                    "label": label,
+                    "group": row.quota_type,
+                    "q": None if pd.isna(row.quota_limit) else float(row.quota_limit),
+                    "r": recommended.get((row.quota_type, row.share_user, row.share_client)),
+                    **series.get(key, {"b": [], "e": 0, "v": []}),
+                }
+            )
+        return {"grid": grid.as_json(), "units": plots.UNITS, "items": items}
+
+    data = fit_to_budget(byte_budget, labels, _RATE_POINT_BYTES, build)
     return (
         "<h2>Rate against quota over time</h2><p class='muted'>Every sharing key, by quota "
         f"type and busiest first. The line is the highest sustained rate in each "
-        f"{grid.label} bucket; drag on the plot or the slider under it to zoom in time, "
-        "double-click to zoom out.</p>"
-        + plots.explorer("qg-rates", f"Sharing key ({len(items)})", data)
+        f"{data['grid']['label']} bucket; drag on the plot or the slider under it to zoom in "
+        "time, double-click to zoom out.</p>"
+        + plots.explorer("qg-rates", f"Sharing key ({len(labels)})", data)
     )
 
 
-def _replay(replay_dir: Path) -> str:
+def _replay(replay_dir: Path, throttles: str) -> str:
+    """``throttles``: the per-client explorer (made later, with the page's bytes left)."""
     summary = read_json(replay_dir / "summary.json")
     entities = read_table(replay_dir / "entities")
     heatmap = read_table(replay_dir / "heatmap")
@@ -159,7 +186,7 @@ def _replay(replay_dir: Path) -> str:
     if not heatmap.empty and heatmap["throttle_ms"].sum() > 0:
         heatmap["label"] = heatmap["principal"] + " / " + heatmap["client_id"]
         parts.append(plots.throttle_heatmap(heatmap))
-    parts.append(_throttles(replay_dir, len(entities)))
+    parts.append(throttles)
     worst = entities.nlargest(15, "total_throttle_ms")
     parts.append(
         _table(
@@ -179,8 +206,9 @@ def _replay(replay_dir: Path) -> str:
     return "".join(parts)
 
 
-def _throttles(replay_dir: Path, clients: int) -> str:
-    """Recorded and replayed throttle of one client side by side, for every throttled one."""
+def _throttles(replay_dir: Path, byte_budget: int) -> str:
+    """Recorded and replayed throttle of one client side by side, for the throttled ones."""
+    clients = len(read_table(replay_dir / "entities"))
     table = ds.dataset(str(replay_dir / "requests"), format="parquet").to_table(
         columns=["principal", "client_id", "ts_ms", "replay_ts_ms", "throttle_ms",
                  "predicted_throttle_ms"],
@@ -202,24 +230,33 @@ def _throttles(replay_dir: Path, clients: int) -> str:
         ignore_index=True,
     )
     points = points[(points["rec"] > 0) | (points["pred"] > 0)]
-    grid = choose_grid(points["t"], points.groupby(client, sort=False).ngroup(), THROTTLE_POINTS)
-    series = sparse_series(
-        points, grid, client, "t", {"rec": ("rec", "sum"), "pred": ("pred", "sum")}
-    )
     totals = (
         points.groupby(client)[["pred", "rec"]].sum().sort_values(["pred", "rec"], ascending=False)
     )
-    items = [
-        {"label": f"{principal} / {client_id}", **series[(principal, client_id)]}
-        for principal, client_id in totals.index
-    ]
-    data = {"grid": grid.as_json(), "items": items}
+    throttled = len(totals)
+    totals = totals.head(THROTTLE_CLIENTS)
+    points = points.merge(totals.index.to_frame(index=False), on=client)
+    key_codes = points.groupby(client, sort=False).ngroup()
+    labels = [f"{principal} / {client_id}" for principal, client_id in totals.index]
+
+    def build(budget_points: int) -> dict[str, Any]:
+        grid = choose_grid(points["t"], key_codes, budget_points)
+        series = sparse_series(
+            points, grid, client, "t", {"rec": ("rec", "sum"), "pred": ("pred", "sum")}
+        )
+        items = [
+            {"label": label, **series[key]} for label, key in zip(labels, totals.index, strict=True)
+        ]
+        return {"grid": grid.as_json(), "items": items}
+
+    data = fit_to_budget(byte_budget, labels, _THROTTLE_POINT_BYTES, build)
+    listed = f"all {throttled}" if throttled == len(labels) else f"the {len(labels)} most throttled"
     return (
         "<h3>Recorded and replayed throttle per client</h3><p class='muted'>"
-        f"{len(items)} of {clients} clients were throttled by the gateway or in the replay; "
-        f"throttle seconds summed per {grid.label} bucket. The two agree where the candidate "
-        "quotas are the ones the gateway ran with.</p>"
-        + plots.explorer("qg-throttles", f"Client ({len(items)})", data)
+        f"{throttled} of {clients} clients were throttled by the gateway or in the replay; "
+        f"{listed} are listed. Throttle seconds summed per {data['grid']['label']} bucket; the "
+        "two agree where the candidate quotas are the ones the gateway ran with.</p>"
+        + plots.explorer("qg-throttles", f"Client ({len(labels)})", data)
     )
 
 

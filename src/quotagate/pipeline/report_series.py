@@ -8,7 +8,8 @@ key's non-empty buckets fit ``budget`` points together. A key's points are writt
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -78,10 +79,13 @@ def sparse_series(
     key_columns: Sequence[str],
     time_column: str,
     values: dict[str, tuple[str, str]],
-) -> dict[tuple[Any, ...], dict[str, list[float]]]:
-    """Per key: ``b`` (steps between non-empty buckets) and one list per ``values`` entry.
+) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Per key: ``b`` (steps between non-empty buckets), ``e`` (a power of ten) and one list
+    of integers per ``values`` entry, each value being ``integer × 10**e``.
 
-    ``values``: output name -> (column, aggregation), e.g. ``{"v": ("rate", "max")}``.
+    ``values``: output name -> (column, aggregation), e.g. ``{"v": ("rate", "max")}``. The
+    integers keep three significant digits of the key's largest value (a plot cannot show
+    more), so each is at most three characters.
     """
     if frame.empty:
         return {}
@@ -92,20 +96,46 @@ def sparse_series(
         .agg(**{name: spec for name, spec in values.items()})
         .reset_index()
     )
-    out: dict[tuple[Any, ...], dict[str, list[float]]] = {}
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
     for key, rows in grouped.groupby(list(key_columns), sort=False, dropna=False):
         key_tuple = key if isinstance(key, tuple) else (key,)
         buckets = rows["_bucket"].to_numpy(np.int64)
-        series: dict[str, list[float]] = {"b": np.diff(buckets, prepend=0).tolist()}
-        for name in values:
-            series[name] = [compact(v) for v in rows[name].to_numpy(float)]
+        columns = {name: np.nan_to_num(rows[name].to_numpy(float)) for name in values}
+        exponent = scale_exponent(max(float(np.abs(c).max(initial=0)) for c in columns.values()))
+        series: dict[str, Any] = {"b": np.diff(buckets, prepend=0).tolist(), "e": exponent}
+        for name, column in columns.items():
+            series[name] = np.rint(column / 10.0**exponent).astype(np.int64).tolist()
         out[key_tuple] = series
     return out
 
 
-def compact(value: float) -> float:
-    """Three significant digits, an int where that is whole: the fewest characters in JSON."""
-    if not np.isfinite(value):
+def scale_exponent(largest: float) -> int:
+    """The power of ten that leaves ``largest`` three digits: 123 456 -> 3 (123 × 10³)."""
+    if largest <= 0 or not np.isfinite(largest):
         return 0
-    rounded = float(f"{value:.3g}")
-    return int(rounded) if rounded.is_integer() else rounded
+    return int(np.floor(np.log10(largest))) - 2
+
+
+def points_budget(byte_budget: int, labels: Sequence[str], bytes_per_point: int) -> int:
+    """How many points fit once every item's label and framing are paid for."""
+    framing = sum(len(label.encode()) + 40 for label in labels)
+    return max(len(labels), (byte_budget - framing) // bytes_per_point)
+
+
+def fit_to_budget(
+    byte_budget: int,
+    labels: Sequence[str],
+    bytes_per_point: int,
+    build: Callable[[int], dict[str, Any]],
+) -> dict[str, Any]:
+    """``build(points)``'s data, with ``points`` lowered until its JSON fits ``byte_budget``
+    (or every item is down to about one point: the labels themselves are never dropped)."""
+    points = points_budget(byte_budget, labels, bytes_per_point)
+    data = build(points)
+    for _ in range(4):
+        size = len(json.dumps(data, separators=(",", ":")).encode())
+        if size <= byte_budget or points <= len(labels):
+            break
+        points = max(len(labels), int(points * byte_budget / size * 0.95))
+        data = build(points)
+    return data
