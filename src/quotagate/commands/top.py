@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.live import Live
 
 from quotagate.gateway import ConfigError
@@ -75,7 +75,7 @@ def top(
     timeout_s = max(min(interval * 0.8, 5.0), 0.2)
     with ThreadPoolExecutor(max_workers=min(len(urls), 16)) as pool:
 
-        def refresh() -> tuple[object, int]:
+        def refresh() -> tuple[RenderableType, int]:
             scrapes = scrape_all(pool, urls, timeout_s)
             picture, snapshot = frame(
                 scrapes,
@@ -99,7 +99,7 @@ def top(
                 while True:
                     started = time.monotonic()
                     picture, _ = refresh()
-                    live.update(picture, refresh=True)  # type: ignore[arg-type]
+                    live.update(picture, refresh=True)
                     time.sleep(max(0.0, interval - (time.monotonic() - started)))
         except KeyboardInterrupt:
             pass
