@@ -19,6 +19,7 @@ from quotagate.gateway.config import (
     parse_section,
     store_settings,
 )
+from quotagate.gateway.connection_limits import ConnectionLimits
 from quotagate.gateway.control import ControlChannel, build_request
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome, StateKey
 from quotagate.gateway.plugin import Plugin
@@ -30,6 +31,7 @@ __all__ = [
     "BackgroundGateway",
     "ConfigError",
     "ConnectionInfo",
+    "ConnectionLimits",
     "ControlChannel",
     "Exchange",
     "Gateway",
