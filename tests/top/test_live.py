@@ -182,6 +182,22 @@ def test_a_throttled_client_appears_within_two_refreshes(
         assert time.monotonic() - seen_at <= WITHIN_S
         row = _greedy_row(screen)
         assert row is not None and "produce" in row and "7 client-id" in row
+
+        # A fleet of two endpoints, one of them down: the row is still there, and the
+        # endpoint that did not answer is named, in one frame and without a traceback.
+        dead = f"127.0.0.1:{free_port()}"
+        once = subprocess.run(
+            [str(BIN / "quotagate"), "top", "--once", "-m", url, "-m", dead],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "COLUMNS": "200"},
+            check=False,
+        )
+        assert once.returncode == 0, once.stdout + once.stderr
+        assert "1/2 endpoints" in once.stdout and "client-id=greedy" in once.stdout
+        assert f"unreachable: http://{dead}/metrics: connection refused" in once.stdout
+        assert "Traceback" not in once.stdout + once.stderr
     finally:
         screen = (screen or _safe_screen(tmux)).rstrip()
         (test_output / "top-screen.txt").write_text(screen + "\n")
