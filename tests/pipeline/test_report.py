@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -157,6 +159,28 @@ def test_report_renders_in_headless_chromium(
         assert options is not None
         assert options[1].count("<option") == len(_explorer_data(text, element_id)["items"])
     assert _page_errors(result.stderr) == []
+
+    # A link can open the report on one key and one client (the address keeps the choice).
+    rates, throttles = (_explorer_data(text, e)["items"] for e in ("qg-rates", "qg-throttles"))
+    key = f"{rates[2]['group']}: {rates[2]['label']}"
+    client = throttles[1]["label"]
+    linked = subprocess.run(
+        [
+            _chromium(),
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom",
+            report_file.as_uri() + "#" + urlencode({"qg-rates": key, "qg-throttles": client}),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert linked.returncode == 0, linked.stderr[-2000:]
+    titles = [html.unescape(t) for t in re.findall(r'class="gtitle"[^>]*>([^<]*)<', linked.stdout)]
+    assert key in titles and client in titles
+    assert _page_errors(linked.stderr) == []
 
     screenshot = test_output / "report.png"
     screenshot.unlink(missing_ok=True)

@@ -74,12 +74,28 @@
       parent.appendChild(option);
     });
     var x = times(data.grid);
+    // The choice is kept in the address (#qg-rates=produce%3A%20user%3Dalice), so a link to
+    // the report can open on one key.
+    var wanted = new URLSearchParams(location.hash.slice(1)).get(id);
+    data.items.forEach(function (item, index) {
+      if (title(item) === wanted) select.value = String(index);
+    });
     function show() {
-      var figure = draw(data, data.items[Number(select.value)], x);
+      var item = data.items[Number(select.value)];
+      var figure = draw(data, item, x);
       Plotly.react(holder, figure.data, figure.layout, CONFIG);
+      return item;
     }
-    select.addEventListener("change", show);
+    select.addEventListener("change", function () {
+      var params = new URLSearchParams(location.hash.slice(1));
+      params.set(id, title(show()));
+      history.replaceState(null, "", "#" + params.toString());
+    });
     show();
+  }
+
+  function title(item) {
+    return item.group ? item.group + ": " + item.label : item.label;
   }
 
   explorer("qg-rates", function (data, item, x) {
@@ -91,7 +107,7 @@
     }];
     if (item.q !== null) traces.push(level(x, item.q, "current quota", "#c44e52", "dash"));
     if (item.r !== null) traces.push(level(x, item.r, "recommended", "#55a868", "dot"));
-    return { data: traces, layout: layout(item.group + ": " + item.label, unit) };
+    return { data: traces, layout: layout(title(item), unit) };
   });
 
   explorer("qg-throttles", function (data, item, x) {
