@@ -26,13 +26,15 @@ test: $(STAMP) tools $(KAFKAJS_STAMP)
 	$(BIN)/pytest
 
 # Debian's packages the suite drives for real: chromium (the report test), kcat (an old
-# librdkafka, 2.0.2, in the client matrix) and Node.js for KafkaJS. Installed only when missing.
+# librdkafka, 2.0.2, in the client matrix), Node.js for KafkaJS and tmux (the terminal
+# `quotagate top` is watched in). Installed only when missing.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 tools:
 	@missing=""; \
 	  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing="$$missing chromium"; \
 	  command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	  command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
+	  command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing Debian's$$missing for the test suite"; \
 	    $(SUDO) apt-get update -qq && \

@@ -76,6 +76,8 @@ class QuotaRuntime:
         """Metric values for the Prometheus collector, swapped whole every housekeeping tick."""
         self._store_version: int | None = None
         self.stamps = ConnectionStamps()
+        self.clients: dict[int, tuple[str, str]] = {}
+        """(user, client id) of each open connection's latest request: connections per key."""
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -307,7 +309,11 @@ class QuotaRuntime:
                 request_bytes=len(exchange.request_frame) - 4,
             )
             exchange.put(TICKET_KEY, ticket)
+            self.clients[exchange.connection.connection_id] = (ticket.user, ticket.client_id)
         return ticket
+
+    def connection_closed(self, connection_id: int) -> None:
+        self.clients.pop(connection_id, None)
 
     def finish(self, exchange: Exchange, ticket: QuotaTicket) -> None:
         """The KIP-219 step: request-time quota, max of all throttles, mute, usage event."""

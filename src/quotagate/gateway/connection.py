@@ -209,6 +209,12 @@ class ClientConnection(asyncio.Protocol):
             self._registered = False
             self._services.connections.discard(self)
             self._services.metrics.connections.labels(self._listener.name).dec()
+            for stage in self._services.chain.stages:
+                try:
+                    stage.on_connection_closed(self.info)
+                except Exception:
+                    # A stage's bookkeeping must not keep the other stages from theirs.
+                    log.exception(kv("stage_failed", stage=stage.name, hook="connection_closed"))
 
     def eof_received(self) -> bool | None:
         if self._reader.buffered:

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from quotagate.gateway.exchange import Exchange
+from quotagate.gateway.exchange import ConnectionInfo, Exchange
 from quotagate.logs import kv
 from quotagate.protocol import api_table
 from quotagate.protocol.codec import CodecError
@@ -57,6 +57,10 @@ class Stage:
 
     def on_response(self, exchange: Exchange) -> None:
         """Called for each response of ``response_keys``, in reverse stage order."""
+
+    def on_connection_closed(self, connection: ConnectionInfo) -> None:
+        """Called once when a client connection that was accepted has gone, whoever closed
+        it: what a stage keeps per connection can be dropped then."""
 
 
 def refuse_unmodelled(exchange: Exchange, applies: bool) -> bool:
