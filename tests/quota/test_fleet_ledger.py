@@ -208,3 +208,33 @@ def test_reports_round_trip_and_bad_ones_are_refused() -> None:
             FleetReport.decode(bad, a.ledger.key_arity)
     unknown_kind = b'{"v":1,"member":"m","inc":"1-a","seq":1,"usage":{"later":[[1]]}}'
     assert FleetReport.decode(unknown_kind, a.ledger.key_arity).usage == {}
+
+
+def test_a_slow_peer_is_not_counted_twice_when_its_reports_arrive() -> None:
+    # b fills in a's fair share while a is silent; then a's report arrives with what a really
+    # used over that time. The fill-in stood in for it: b ends with what a used, not both.
+    a, b = Worker("gw/0"), Worker("gw/1")
+    a.produce(100, T0)
+    exchange(a, b, now_ms=T0)
+    b.ledger.tick(T0 + 1000)  # silent since T0: QUOTA / 2 per second filled in for a second
+    filled = b.ledger.fallback_recorded[PRODUCE]
+    assert filled == pytest.approx(QUOTA / 2)
+    a.produce(800, T0 + 900)
+    b.ledger.absorb(a.ledger.report(), T0 + 1050)
+    assert b.ledger.remote_recorded[PRODUCE] == pytest.approx(100 + 800 - filled)
+    assert b.ledger.remote_recorded[PRODUCE] + filled == pytest.approx(100 + 800)
+
+
+def test_a_fill_in_larger_than_the_peers_usage_is_deducted_from_its_next_reports() -> None:
+    a, b = Worker("gw/0"), Worker("gw/1")
+    a.produce(100, T0)
+    exchange(a, b, now_ms=T0)
+    b.ledger.tick(T0 + 1000)  # 500 filled in
+    a.produce(200, T0 + 900)
+    b.ledger.absorb(a.ledger.report(), T0 + 1050)  # 200 of the 500 settled
+    a.produce(400, T0 + 1100)
+    b.ledger.absorb(a.ledger.report(), T0 + 1150)  # the other 300, and 100 recorded
+    assert b.ledger.remote_recorded[PRODUCE] == pytest.approx(100 + 100)
+    a.produce(50, T0 + 1200)
+    b.ledger.absorb(a.ledger.report(), T0 + 1250)
+    assert b.ledger.remote_recorded[PRODUCE] == pytest.approx(100 + 100 + 50)

@@ -11,6 +11,9 @@ Liveness, checked by :meth:`FleetLedger.tick` every interval:
 * a peer not heard from for ``silence_ms`` is *silent*: for every key it carried, this
   worker records on its behalf the key's quota divided by the number of members, as if it
   used its fair share (never "fully open": a silent peer may still be serving clients);
+* what was filled in stands in for the peer's usage, not beside it: when its reports arrive
+  after all (it was only slow, or this worker was), the fill-in is deducted from them, so a
+  slow peer is not counted twice;
 * a silent peer is *forgotten* after ``forget_ms`` (by then its past usage has left the quota
   window), unless this worker cannot hear its own reports either: then the exchange itself is
   broken, every peer stays silent and the fair-share fallback stays on;
@@ -46,6 +49,8 @@ class _Peer:
     """The peer's cumulative usage as last seen, per key."""
     carried: dict[UsageKey, int] = field(default_factory=dict)
     """When the peer last reported usage of a key (receiver time)."""
+    advanced: dict[UsageKey, float] = field(default_factory=dict)
+    """Fair shares recorded on the peer's behalf that none of its reports has covered yet."""
 
 
 @dataclass(slots=True)
@@ -141,6 +146,9 @@ class FleetLedger:
             return
         peer.last_heard_ms = now_ms
         peer.state = PeerState.LIVE
+        if peer.advanced and now_ms - peer.filled_until_ms > self.forget_ms:
+            # Fill-ins older than the quota window have left every sample: nothing to settle.
+            peer.advanced.clear()
         for kind, entries in report.usage.items():
             share = self._shares.get(kind)
             if share is None:
@@ -151,6 +159,7 @@ class FleetLedger:
                 amount = entry.delta if baseline is None else entry.cumulative - baseline
                 peer.baselines[usage_key] = entry.cumulative
                 peer.carried[usage_key] = now_ms
+                amount = _settle(peer.advanced, usage_key, amount)
                 if amount:
                     share.record_remote(entry.key, amount, now_ms)
                     self.remote_recorded[kind] += amount
@@ -216,6 +225,7 @@ class FleetLedger:
             amount = limit / members * elapsed_s
             share.record_remote(key, amount, now_ms)
             self.fallback_recorded[kind] += amount
+            peer.advanced[(kind, key)] = peer.advanced.get((kind, key), 0.0) + amount
 
     def _carried_at_silence(self, peer: _Peer) -> Iterable[UsageKey]:
         # Keys the peer used within the quota window before it fell silent, judged from its
@@ -237,6 +247,17 @@ class FleetLedger:
             MemberView(member, peer.incarnation, peer.state)
             for member, peer in sorted(self._peers.items())
         ]
+
+
+def _settle(advanced: dict[UsageKey, float], usage_key: UsageKey, amount: float) -> float:
+    """What is left of a peer's reported ``amount`` once the fair shares recorded for it
+    while it was silent are deducted. A fill-in larger than what the peer really used stays
+    recorded (it errs towards throttling) and is deducted from its next reports."""
+    owed = advanced.pop(usage_key, 0.0)
+    if owed > amount:
+        advanced[usage_key] = owed - amount
+        return 0.0
+    return amount - owed
 
 
 def _older(incarnation: str, other: str) -> bool:
