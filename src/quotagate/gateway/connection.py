@@ -393,8 +393,8 @@ class ClientConnection(asyncio.Protocol):
             codec.check_request(frame, header)
         exchange = self._admit(header, frame)
         api = self._services.metrics.api(key)
-        api.requests.inc()
-        api.request_bytes.inc(len(frame))
+        api.requests += 1
+        api.request_bytes += len(frame)
         if (
             authenticator is not None
             and key != api_keys.API_VERSIONS
@@ -486,7 +486,7 @@ class ClientConnection(asyncio.Protocol):
                 f"expected {exchange.header.correlation_id}"
             )
         exchange.upstream_ns = time.monotonic_ns() - exchange.forwarded_ns
-        self._services.metrics.api(exchange.header.api_key).upstream_latency.observe(
+        self._services.metrics.api(exchange.header.api_key).observe_latency(
             exchange.upstream_ns / 1e9
         )
         exchange.response_frame = frame
@@ -540,7 +540,7 @@ class ClientConnection(asyncio.Protocol):
                     released += sizes.popleft()
                     out.append(frame)
                     if exchange.header.api_key >= 0:
-                        metrics.api(exchange.header.api_key).response_bytes.inc(len(frame))
+                        metrics.api(exchange.header.api_key).response_bytes += len(frame)
                 elif exchange.forwarded_ns:
                     self._deferred += sizes.popleft()  # acks=0: maybe still being sent
                 else:
