@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from quotagate.protocol import api_keys, codec, throttle_time
 from quotagate.protocol.headers import HeaderError, RequestHeader
 from quotagate.protocol.produce import produce_acks
+from quotagate.protocol.produce_topics import read_produce
 
 T = TypeVar("T")
 
@@ -66,6 +67,7 @@ class Exchange:
 
     __slots__ = (
         "_acks",
+        "_produce_topics",
         "_request_body",
         "_response_body",
         "_state",
@@ -117,6 +119,7 @@ class Exchange:
         self._state: dict[StateKey[Any], Any] | None = None
         self._request_body: Any = None
         self._acks: int | None = None
+        self._produce_topics: list[tuple[str, int]] | None = None
         self._response_body: Any = None
 
     def get(self, key: StateKey[T]) -> T | None:
@@ -157,6 +160,19 @@ class Exchange:
             self._acks = produce_acks(self.request_frame, self.header)
         return self._acks
 
+    def produce_topics(self) -> list[tuple[str, int]]:
+        """A Produce request's record bytes per topic (request order, a topic listed twice
+        summed once), read from the raw bytes once, in the same pass as its ``acks``.
+
+        Raises :class:`quotagate.protocol.headers.HeaderError` like :attr:`acks`, and for a
+        body that ends early.
+        """
+        if self._produce_topics is None:
+            if self.header.api_key != api_keys.PRODUCE:
+                raise HeaderError(f"api {self.header.api_key} has no produce topics")
+            self._acks, self._produce_topics = read_produce(self.request_frame, self.header)
+        return self._produce_topics
+
     def request_body(self) -> Any:
         """The request body as a kio entity, decoded on first use.
 
@@ -172,6 +188,7 @@ class Exchange:
             body, self.header.correlation_id, self.header.client_id
         )
         self._request_body = body
+        self._produce_topics = None  # read from the new bytes if asked again
 
     def respond(self, body: Any) -> None:
         """Answer locally with ``body`` (a kio response entity); nothing is forwarded."""
