@@ -49,6 +49,10 @@ class Outcome(Enum):
     CLOSE = "close"
 
 
+# Bound once: an Enum attribute lookup costs ~0.2 µs on CPython 3.11, and this is per request.
+_FORWARD = Outcome.FORWARD
+
+
 class StateKey(Generic[T]):
     """A typed slot of per-request scratch state; each stage module makes its own at import,
     so two stages can never clash on a name, and what comes out has the type that went in."""
@@ -71,6 +75,8 @@ class Exchange:
         "_request_body",
         "_response_body",
         "_state",
+        "_state_key",
+        "_state_value",
         "close_after_response",
         "close_reason",
         "connection",
@@ -104,7 +110,7 @@ class Exchange:
         """Wall-clock epoch milliseconds when the request was read."""
         self.received_ns = received_ns
         """Monotonic nanoseconds when the request was read."""
-        self.outcome = Outcome.FORWARD
+        self.outcome = _FORWARD
         self.response_frame: bytes | None = None
         """The response to send, size prefix included; None while pending or if none."""
         self.mute_ms = 0
@@ -116,6 +122,10 @@ class Exchange:
         self.upstream_ns = 0
         """Monotonic nanoseconds between forwarding and the upstream response (0 if local)."""
         self.stages_seen = 0
+        # The first piece of state lives in two slots, the rest in a dict made on demand:
+        # most requests carry exactly one (the quota ticket), and a dict per request costs.
+        self._state_key: StateKey[Any] | None = None
+        self._state_value: Any = None
         self._state: dict[StateKey[Any], Any] | None = None
         self._request_body: Any = None
         self._acks: int | None = None
@@ -124,11 +134,18 @@ class Exchange:
 
     def get(self, key: StateKey[T]) -> T | None:
         """What a stage put under ``key`` for this request, or None."""
+        if key is self._state_key:
+            value: T = self._state_value
+            return value
         state = self._state
         return None if state is None else state.get(key)
 
     def put(self, key: StateKey[T], value: T) -> None:
         """Carry ``value`` from the request to its response (or to a later stage)."""
+        if self._state_key is None or key is self._state_key:
+            self._state_key = key
+            self._state_value = value
+            return
         if self._state is None:
             self._state = {}
         self._state[key] = value
