@@ -380,6 +380,11 @@ class Bench:
         usage = self.runtime.usage if self.runtime is not None else None
         if usage is None:
             return
+        # The gateway hands a partial batch over every housekeeping tick; this loop does not
+        # turn the event loop, so it asks directly (writers before batching had no flush).
+        flush = getattr(usage, "flush", None)
+        if flush is not None:
+            flush()
         deadline = time.monotonic() + 30
         while usage.written < self.sent and time.monotonic() < deadline:
             time.sleep(0.02)

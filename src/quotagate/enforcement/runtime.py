@@ -279,15 +279,19 @@ class QuotaRuntime:
     def ticket(self, exchange: Exchange) -> QuotaTicket:
         ticket = exchange.get(TICKET_KEY)
         if ticket is None:
-            now_ms = self.stamps.stamp(exchange.connection.connection_id, exchange.received_ms)
-            self.last_now_ms = max(self.last_now_ms, now_ms)
-            ticket = QuotaTicket(
-                now_ms=now_ms,
-                user=principal_user(exchange.principal),
-                client_id=exchange.header.client_id or "",
-                request_bytes=len(exchange.request_frame) - 4,
-            )
-            exchange.put(TICKET_KEY, ticket)
+            ticket = self._open_ticket(exchange)
+        return ticket
+
+    def _open_ticket(self, exchange: Exchange) -> QuotaTicket:
+        now_ms = self.stamps.stamp(exchange.connection.connection_id, exchange.received_ms)
+        self.last_now_ms = max(self.last_now_ms, now_ms)
+        ticket = QuotaTicket(
+            now_ms,
+            principal_user(exchange.connection.principal),
+            exchange.header.client_id or "",
+            len(exchange.request_frame) - 4,
+        )
+        exchange.put(TICKET_KEY, ticket)
         return ticket
 
     def finish(self, exchange: Exchange, ticket: QuotaTicket) -> None:
@@ -325,8 +329,8 @@ class QuotaRuntime:
             exchange.mute(throttle_ms)
         usage = self.usage
         if usage is not None:
-            usage.submit(
-                ticket.usage_event(
+            usage.add(
+                ticket.usage_row(
                     exchange,
                     self.gateway_id,
                     gateway_us,
@@ -358,6 +362,8 @@ class QuotaRuntime:
         """Release ended throttles, drop idle sensors, pick up store changes, refresh metrics."""
         self.managers.tick(wall_ms)
         self.stamps.forget_before(wall_ms)
+        if self.usage is not None:
+            self.usage.flush()
         store = self.store
         if store is not None and store.data_version() != self._store_version:
             self.reload_store()
