@@ -57,7 +57,7 @@ def _read_classic(frame: bytes, offset: int) -> tuple[int, Topics]:
         raise HeaderError("produce request truncated before acks")
     acks: int = _INT16.unpack_from(frame, offset)[0]
     offset += 2 + 4  # acks, timeout_ms
-    totals: dict[str, int] = {}
+    topics: Topics = []
     if offset + 4 > end:
         raise _truncated()
     topic_count = _INT32.unpack_from(frame, offset)[0]
@@ -89,12 +89,17 @@ def _read_classic(frame: bytes, offset: int) -> tuple[int, Topics]:
                 if offset > end:
                     raise _truncated()
                 size += length
-        totals[topic] = totals.get(topic, 0) + size
-    return acks, list(totals.items())
+        topics.append((topic, size))
+    return acks, topics if len(topics) < 2 else _merged(topics)
 
 
 def _read_flexible(frame: bytes, offset: int, topic_ids: bool) -> tuple[int, Topics]:
-    """v9+: uvarint (length + 1) prefixes and tagged-field sections."""
+    """v9+: uvarint (length + 1) prefixes and tagged-field sections.
+
+    Each varint is read as ``byte if byte < 0x80`` inline, else by :func:`read_uvarint`
+    (which also reports one cut short); each tagged-field section as a 0 byte inline, else
+    by :func:`skip_tagged_fields`. A byte past the end reads as 0x80 / 1: the slow path.
+    """
     end = len(frame)
     length, offset = _uvarint(frame, offset)  # transactional_id
     offset += max(length - 1, 0)
@@ -104,7 +109,7 @@ def _read_flexible(frame: bytes, offset: int, topic_ids: bool) -> tuple[int, Top
     offset += 2 + 4  # acks, timeout_ms
     if offset > end:
         raise _truncated()
-    totals: dict[str, int] = {}
+    topics: Topics = []
     topic_count, offset = _uvarint(frame, offset)
     for _ in range(topic_count - 1):
         if topic_ids:
@@ -113,21 +118,29 @@ def _read_flexible(frame: bytes, offset: int, topic_ids: bool) -> tuple[int, Top
                 raise _truncated()
             topic = str(uuid.UUID(bytes=frame[offset - 16 : offset]))
         else:
-            length, offset = _uvarint(frame, offset)
+            length = frame[offset] if offset < end else 0x80
+            if length < 0x80:
+                offset += 1
+            else:
+                length, offset = read_uvarint(frame, offset)
             topic = ""
             if length > 1:
                 offset += length - 1
                 if offset > end:
                     raise _truncated()
                 topic = _topic_name(frame, offset - length + 1, offset)
-        partition_count, offset = _uvarint(frame, offset)
+        partition_count = frame[offset] if offset < end else 0x80
+        if partition_count < 0x80:
+            offset += 1
+        else:
+            partition_count, offset = read_uvarint(frame, offset)
         size = 0
         for _ in range(partition_count - 1):
             offset += 4  # partition index
             if offset > end:
                 raise _truncated()
-            if offset < end and frame[offset] < 0x80:  # records: compact nullable bytes
-                length = frame[offset]
+            length = frame[offset] if offset < end else 0x80  # records: nullable bytes
+            if length < 0x80:
                 offset += 1
             else:
                 length, offset = read_uvarint(frame, offset)
@@ -136,10 +149,24 @@ def _read_flexible(frame: bytes, offset: int, topic_ids: bool) -> tuple[int, Top
                 if offset > end:
                     raise _truncated()
                 size += length - 1
-            offset = _skip_tags(frame, offset)
-        offset = _skip_tags(frame, offset)
+            if (frame[offset] if offset < end else 1) == 0:
+                offset += 1
+            else:
+                offset = skip_tagged_fields(frame, offset)
+        if (frame[offset] if offset < end else 1) == 0:
+            offset += 1
+        else:
+            offset = skip_tagged_fields(frame, offset)
+        topics.append((topic, size))
+    return acks, topics if len(topics) < 2 else _merged(topics)
+
+
+def _merged(topics: Topics) -> Topics:
+    """A topic listed twice counted once, at its first place."""
+    totals: dict[str, int] = {}
+    for topic, size in topics:
         totals[topic] = totals.get(topic, 0) + size
-    return acks, list(totals.items())
+    return list(totals.items())
 
 
 def _truncated() -> HeaderError:
@@ -157,9 +184,3 @@ def _uvarint(frame: bytes, offset: int) -> tuple[int, int]:
     if offset < len(frame) and frame[offset] < 0x80:
         return frame[offset], offset + 1
     return read_uvarint(frame, offset)
-
-
-def _skip_tags(frame: bytes, offset: int) -> int:
-    if offset < len(frame) and frame[offset] == 0:
-        return offset + 1  # no tagged fields, the usual case
-    return skip_tagged_fields(frame, offset)
