@@ -299,6 +299,8 @@ class QuotaRuntime:
         if ticket.finished:
             return
         ticket.finished = True
+        if self.usage is None and not self._may_throttle(ticket):
+            return  # nothing below would record, throttle or write anything
         now_ms = ticket.now_ms
         api_key = exchange.api_key
         charging = ticket.charging(api_key, exchange.api_version)
@@ -339,6 +341,17 @@ class QuotaRuntime:
                     cause,
                 )
             )
+
+    def _may_throttle(self, ticket: QuotaTicket) -> bool:
+        """Whether settling could record or throttle: a request-time quota is configured
+        (it records every request, exempt or not) or another quota already throttled."""
+        return (
+            self.managers.request.quotas_enabled
+            or ticket.produce_ms > 0
+            or ticket.topic_bytes_in_ms > 0
+            or ticket.fetch_ms > 0
+            or ticket.mutation_quota is not None
+        )
 
     def _throttle(self, exchange: Exchange, ticket: QuotaTicket, cause: Cause, ms: int) -> None:
         """Record the throttle in the winning quota's throttle-time sensor only (spec §6.1)."""
