@@ -45,6 +45,7 @@ from typing import Any
 from unittest.mock import patch
 
 import uvloop
+from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode
 
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime, QuotaSettings
@@ -112,11 +113,26 @@ class Api:
     response: bytes
 
 
+def record_batch(value_bytes: int) -> bytes:
+    """A v2 record batch of one record (a broker validates what it stores)."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    builder.append(0, timestamp=1_700_000_000_000, key=None, value=b"v" * value_bytes, headers=[])
+    return bytes(builder.build())
+
+
 def produce_api() -> Api:
     version = 9
     schema = api_table.request_schema(api_keys.PRODUCE, version)
 
-    def request(records: int) -> bytes:
+    def request(value_bytes: int) -> bytes:
         body = build(
             schema,
             transactional_id=None,
@@ -130,7 +146,7 @@ def produce_api() -> Api:
                         build(
                             nested(schema, "PartitionProduceData"),
                             index=0,
-                            records=b"r" * records,
+                            records=record_batch(value_bytes),
                         ),
                     ),
                 ),
@@ -138,9 +154,10 @@ def produce_api() -> Api:
         )
         return codec.encode_request_frame(body, CORRELATION_ID, CLIENT_ID)
 
-    # The record bytes that make the whole frame 215 B (a one-varint length prefix).
-    records = PRODUCE_FRAME_BYTES - len(request(0)) - 1
-    frame = request(records)
+    # The value that makes the whole frame 215 B (varint lengths grow with it: step down).
+    value_bytes = PRODUCE_FRAME_BYTES - len(request(0))
+    while len(frame := request(value_bytes)) > PRODUCE_FRAME_BYTES:
+        value_bytes -= 1
     assert len(frame) == PRODUCE_FRAME_BYTES, len(frame)
     response_schema = api_table.response_schema(api_keys.PRODUCE, version)
     response = build(
