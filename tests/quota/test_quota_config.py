@@ -13,7 +13,7 @@ from quotagate.quota import (
     QuotaConfigError,
     validate_alteration,
 )
-from quotagate.quota.quota_config import manager_entity
+from quotagate.quota.quota_config import alter_client_quotas, manager_entity
 
 F = FilterComponent
 
@@ -78,11 +78,6 @@ USER = [("user", "alice")]
         ),
         ([], [("producer_byte_rate", 5.0)], "empty"),
         ([("user", "")], [("producer_byte_rate", 5.0)], "Empty user not supported"),
-        (
-            [("user", "a"), ("user", "b")],
-            [("producer_byte_rate", 5.0)],
-            "^Invalid client quota entity, duplicate entity entry user$",
-        ),
         ([("group", "a")], [("producer_byte_rate", 5.0)], "Unhandled client quota entity type"),
         (
             [("user", "alice"), ("client-id", None)],
@@ -141,3 +136,61 @@ def test_manager_entity_maps_null_names_to_default() -> None:
     assert manager_entity({"user": None}) == (DEFAULT, None)
     assert manager_entity({"user": "a", "client-id": None}) == ("a", DEFAULT)
     assert manager_entity({"client-id": "c"}) == (None, "c")
+
+
+# AlterClientQuotasRequest.entries() reads each entity into a HashMap, so in KRaft a type
+# given twice keeps its last name (the controller's duplicate-entry check never sees it).
+def test_alter_entity_type_given_twice_keeps_the_last_name() -> None:
+    entity, _ = validate_alteration([("user", "a"), ("user", "b")], [("producer_byte_rate", 5.0)])
+    assert entity == {"user": "b"}
+
+
+# KRaft checks an entity's types and then its ops in HashMap order, so with two faults the one
+# it names is the first in that order: client-id before user, consumer_byte_rate before
+# producer_byte_rate (request order would name the other).
+@pytest.mark.parametrize(
+    ("entity", "ops", "message"),
+    [
+        ([("user", ""), ("client-id", "")], [("producer_byte_rate", 5.0)],
+         "Empty client-id not supported"),
+        ([("user", "a")], [("producer_byte_rate", -1.0), ("consumer_byte_rate", 2.5)],
+         "consumer_byte_rate cannot be a fractional value."),
+    ],
+)  # fmt: skip
+def test_alter_names_the_first_fault_in_kafkas_order(
+    entity: list[tuple[str, str | None]], ops: list[tuple[str, float | None]], message: str
+) -> None:
+    with pytest.raises(QuotaConfigError) as error:
+        validate_alteration(entity, ops)
+    assert str(error.value) == message
+
+
+# ClientQuotaControlManager.alterClientQuotas answers per entity: an entity given again in one
+# request is answered "Ignoring duplicate entity", replacing its first answer, while the first
+# alteration's changes still apply; a failing entity applies none of its changes.
+def test_alter_request_answers_once_per_entity() -> None:
+    outcomes, changes = alter_client_quotas(
+        [
+            ([("user", "alice")], [("producer_byte_rate", 100.0)]),
+            ([("user", "bob")], [("producer_byte_rate", 200.0), ("consumer_byte_rate", -1.0)]),
+            ([("user", "alice")], [("consumer_byte_rate", 300.0)]),
+        ]
+    )
+    answers = {tuple(o.entity): (o.error_code, o.error_message) for o in outcomes}
+    assert answers == {
+        (("user", "alice"),): (
+            42,
+            "Ignoring duplicate entity ClientQuotaEntity(entries={user=alice})",
+        ),
+        (("user", "bob"),): (42, "Quota consumer_byte_rate must be greater than 0"),
+    }
+    assert changes == [({"user": "alice"}, "producer_byte_rate", 100.0)]
+
+
+# Kafka's response lists entities in the order of its HashMap keyed by ClientQuotaEntity
+# (hash: 31 + the sum of key-hash ^ name-hash): buckets 15, 15, 12 and 13 here.
+def test_alter_request_lists_entities_in_kafkas_order() -> None:
+    sent = [[("user", "a")], [("client-id", "b")], [("user", None)], [("client-id", None)]]
+    outcomes, _ = alter_client_quotas([(e, [("request_percentage", 50.0)]) for e in sent])
+    assert [o.entity for o in outcomes] == [sent[2], sent[3], sent[0], sent[1]]
+    assert all(o.error_code == 0 for o in outcomes)

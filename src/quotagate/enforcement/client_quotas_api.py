@@ -22,7 +22,7 @@ from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.quota import ClientQuotaFilter, FilterComponent, MatchType, QuotaConfigError
-from quotagate.quota.quota_config import duplicate_entity_message, validate_alteration
+from quotagate.quota.quota_config import alter_client_quotas
 from quotagate.store.quotas import Change, entity_key
 
 _ZERO: Final = datetime.timedelta(0)
@@ -119,33 +119,32 @@ class ClientQuotasApiStage(Stage):
         entry_cls = nested(schema, "EntryData")
         entity_cls = nested(schema, "EntityData")
         runtime = self.runtime
-        authorized = runtime.is_super_user(exchange.principal)
-        results: list[tuple[Any, int, str | None]] = []
+        results: list[tuple[Any, int, str | None]]
         changes: list[Change] = []
-        seen: set[Any] = set()
-        for entry in request.entries:
-            pairs = [(e.entity_type, e.entity_name) for e in entry.entity]
-            if not authorized:
-                results.append((pairs, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                CLUSTER_AUTHORIZATION_MESSAGE))  # fmt: skip
-                continue
-            try:
-                entity, ops = validate_alteration(
-                    pairs, [(op.key, None if op.remove else float(op.value)) for op in entry.ops]
+        if not runtime.is_super_user(exchange.principal):
+            # Refused before the controller sees it: one answer per entry, as sent.
+            results = [
+                (
+                    [(e.entity_type, e.entity_name) for e in entry.entity],
+                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    CLUSTER_AUTHORIZATION_MESSAGE,
                 )
-                key = entity_key(entity)
-                if key in seen:
-                    raise QuotaConfigError(duplicate_entity_message(pairs))
-                seen.add(key)
-            except QuotaConfigError as error:
-                results.append((pairs, error.error_code, str(error)))
-                continue
-            changes.extend(Change(entity, k, v) for k, v in ops.items())
-            results.append((pairs, 0, None))
-        if not authorized:
+                for entry in request.entries
+            ]
             runtime.ticket(exchange).impose_error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-        elif any(code for _, code, _ in results):
-            runtime.ticket(exchange).impose_error(next(code for _, code, _ in results if code))
+        else:
+            outcomes, quota_changes = alter_client_quotas(
+                (
+                    [(e.entity_type, e.entity_name) for e in entry.entity],
+                    [(op.key, None if op.remove else float(op.value)) for op in entry.ops],
+                )
+                for entry in request.entries
+            )
+            results = [(o.entity, o.error_code, o.error_message) for o in outcomes]
+            changes = [Change(entity, key, value) for entity, key, value in quota_changes]
+            first_error = next((code for _, code, _ in results if code), 0)
+            if first_error:
+                runtime.ticket(exchange).impose_error(first_error)
         if changes and not request.validate_only:
             source = f"AlterClientQuotas from {exchange.connection.client_address}"
             runtime.alter_client_quotas(changes, exchange.principal or "", source)

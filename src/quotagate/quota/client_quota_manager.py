@@ -133,7 +133,9 @@ class ClientQuotaManager:
             return 0
         # The per-request hot path: cached sharing key and sensor, looked up inline.
         key = self._keys.get((user, client_id)) or self.sharing_key(user, client_id)
-        sensor = self._quota_sensors.get(key) or self._quota_sensor(key, now_ms)
+        sensor = self._quota_sensors.get(key)
+        if sensor is None or key not in self._throttle_sensors:
+            sensor = self._quota_sensor(key, now_ms)
         try:
             sensor.record(value, now_ms)
         except QuotaViolation as violation:
@@ -241,12 +243,13 @@ class ClientQuotaManager:
     def _quota_sensor(self, key: SharingKey, now_ms: int) -> Sensor:
         sensor = self._quota_sensors.get(key)
         if sensor is None:
-            sensor = Sensor(f"{self.quota_type.value}-{key[0]}:{key[1]}")
+            sensor = Sensor(f"{self.quota_type.value}-{key[0]}:{key[1]}", now_ms)
             self._register_quota_metrics(sensor, key)
-            sensor.last_record_ms = now_ms
             self._quota_sensors[key] = sensor
-            # Kafka creates a sharing key's two sensors together, at its first record.
-            self._throttle_sensor(key, now_ms)
+        # As Kafka's getOrCreateQuotaSensors: every record gets or creates both sensors, so a
+        # throttle-time sensor that expired (it is only recorded on a throttle, so it can
+        # outlive its idle hour while the quota sensor lives on) is back at the next record.
+        self._throttle_sensor(key, now_ms)
         return sensor
 
     def _register_quota_metrics(self, sensor: Sensor, key: SharingKey) -> None:
@@ -255,9 +258,8 @@ class ClientQuotaManager:
     def _throttle_sensor(self, key: SharingKey, now_ms: int) -> Sensor:
         sensor = self._throttle_sensors.get(key)
         if sensor is None:
-            sensor = Sensor(f"{self.quota_type.value}ThrottleTime-{key[0]}:{key[1]}")
+            sensor = Sensor(f"{self.quota_type.value}ThrottleTime-{key[0]}:{key[1]}", now_ms)
             sensor.add("throttle-time", Avg(), _THROTTLE_TIME_CONFIG)
-            sensor.last_record_ms = now_ms
             self._throttle_sensors[key] = sensor
         return sensor
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import math
 import struct
 import sys
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, Sequence
+from typing import Final, TypeVar
+
+K = TypeVar("K", bound=str | None)
+V = TypeVar("V")
 
 LONG_MAX: Final = 9223372036854775807
 # "No quota configured" inside Kafka's managers: Long.MAX_VALUE widened to a double.
@@ -49,14 +52,39 @@ def java_string_hash(text: str) -> int:
     return value
 
 
-def java_map_text(pairs: Iterable[tuple[str, str | None]]) -> str:
-    """How ``HashMap.toString()`` prints a small map of strings: ``{k=v, k2=null}`` in bucket
-    order (16 buckets, the spread hash ``h ^ h >>> 16``), insertion order within a bucket.
-    Kafka's error messages print quota entities this way, and clients show them to people."""
+def java_hash_map_order(hashes: Sequence[int], initial_capacity: int | None = None) -> list[int]:
+    """The order a ``HashMap`` iterates its keys, given their ``hashCode()`` in first-put order:
+    as indices into ``hashes``.
+
+    Buckets in ascending index (the spread hash ``h ^ h >>> 16`` masked by the table size),
+    insertion order within a bucket. The table size is what Java's sizing gives:
+    ``new HashMap<>(n)`` starts at the power of two >= n (``new HashMap<>()`` at 16) and doubles
+    while the map holds more than 3/4 of it, so a small map's order depends on how it was made.
+    """
+    start = 16 if initial_capacity is None else max(initial_capacity, 1)
+    capacity = 1 << (start - 1).bit_length()
+    while len(hashes) > int(capacity * 0.75):
+        capacity *= 2
+    mask = capacity - 1
+    return sorted(range(len(hashes)), key=lambda i: (hashes[i] ^ (hashes[i] >> 16)) & mask)
+
+
+def java_map_items(
+    pairs: Iterable[tuple[K, V]], initial_capacity: int | None = None
+) -> list[tuple[K, V]]:
+    """A map with string keys built by ``put`` in this order (a key put twice keeps its place
+    and its last value), as a ``HashMap`` of that initial capacity iterates it (a null key
+    hashes to 0)."""
     items = list(dict(pairs).items())
-    order = sorted(
-        range(len(items)),
-        key=lambda i: ((h := java_string_hash(items[i][0])) ^ (h >> 16)) & 15,
-    )
-    shown = [(items[i][0], "null" if items[i][1] is None else items[i][1]) for i in order]
-    return "{" + ", ".join(f"{key}={value}" for key, value in shown) + "}"
+    hashes = [0 if key is None else java_string_hash(key) for key, _ in items]
+    order = java_hash_map_order(hashes, initial_capacity)
+    return [items[i] for i in order]
+
+
+def java_map_text(
+    pairs: Iterable[tuple[str, str | None]], initial_capacity: int | None = None
+) -> str:
+    """How ``HashMap.toString()`` prints a map of strings: ``{k=v, k2=null}`` in iteration order.
+    Kafka's error messages print quota entities this way, and clients show them to people."""
+    shown = java_map_items(pairs, initial_capacity)
+    return "{" + ", ".join(f"{k}={'null' if v is None else v}" for k, v in shown) + "}"

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from typing import Final, TypeAlias
 
 from quotagate.quota.entity import DEFAULT, EntityName
-from quotagate.quota.java import INT_MAX, LONG_MAX, java_map_text
+from quotagate.quota.java import (
+    INT_MAX,
+    LONG_MAX,
+    java_hash_map_order,
+    java_map_items,
+    java_map_text,
+    java_string_hash,
+)
 
 USER: Final = "user"
 CLIENT_ID: Final = "client-id"
@@ -136,15 +143,18 @@ def validate_alteration(
 
     As KRaft: a key given twice fails the entity (its final message is "Ignoring duplicate
     entity", which overwrites the duplicate-key one there); a removal is never validated (a
-    key not set, or not valid for the entity, is simply not removed: NONE).
+    key not set, or not valid for the entity, is simply not removed: NONE). Kafka reads the
+    entity and the ops into HashMaps first, so a type given twice keeps its last name, and it
+    checks both in HashMap order: with two faults, the one Kafka names is named.
     """
     pairs = list(entity)
-    keys = [key for key, _ in ops]
+    op_list = list(ops)
+    keys = [key for key, _ in op_list]
     if len(set(keys)) != len(keys):
         raise QuotaConfigError(duplicate_entity_message(pairs))
-    valid_entity = validate_entity(pairs)
+    valid_entity = validate_entity(java_map_items(pairs, len(pairs)))
     changes: dict[str, float | None] = {}
-    for key, value in ops:
+    for key, value in java_map_items(op_list, len(op_list)):
         if value is not None:
             validate_value(valid_entity, key, value)
         changes[key] = value
@@ -153,7 +163,71 @@ def validate_alteration(
 
 def duplicate_entity_message(entity: Iterable[tuple[str, str | None]]) -> str:
     """KRaft's answer to an entity altered twice in one request (or with a key twice)."""
-    return f"Ignoring duplicate entity ClientQuotaEntity(entries={java_map_text(entity)})"
+    pairs = list(entity)
+    return (
+        f"Ignoring duplicate entity ClientQuotaEntity(entries={java_map_text(pairs, len(pairs))})"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EntityOutcome:
+    """KRaft's answer for one entity of an AlterClientQuotas request."""
+
+    entity: list[tuple[str, str | None]]
+    """As Kafka echoes it: its map of types to names, in HashMap order."""
+    error_code: int = 0
+    error_message: str | None = None
+
+
+QuotaChange: TypeAlias = tuple[dict[str, str | None], str, float | None]
+"""(entity, key, value): set ``key`` of ``entity`` to ``value``, or remove it when None."""
+
+
+def alter_client_quotas(
+    entries: Iterable[tuple[Iterable[tuple[str, str | None]], Iterable[tuple[str, float | None]]]],
+) -> tuple[list[EntityOutcome], list[QuotaChange]]:
+    """A whole AlterClientQuotas request as KRaft's controller decides it: one outcome per
+    distinct entity, listed in the order Kafka's response lists them, and the changes to apply.
+
+    As ClientQuotaControlManager: an entity given again in the same request is answered
+    "Ignoring duplicate entity", which replaces its first answer while the first alteration's
+    changes still apply; an entity fails whole, so none of its changes apply. Whether a change
+    writes anything (a value set to what it is, a removal of a key not set) is the store's call.
+    """
+    outcomes: dict[tuple[tuple[str, str | None], ...], EntityOutcome] = {}
+    changes: list[QuotaChange] = []
+    for entity, ops in entries:
+        pairs = list(entity)
+        shown = java_map_items(pairs, len(pairs))
+        key = entity_key(dict(pairs))
+        if key in outcomes:
+            outcome = outcomes[key]
+            message = duplicate_entity_message(pairs)
+            outcomes[key] = EntityOutcome(outcome.entity, INVALID_REQUEST, message)
+            continue
+        try:
+            valid_entity, entity_changes = validate_alteration(pairs, ops)
+        except QuotaConfigError as error:
+            outcomes[key] = EntityOutcome(shown, error.error_code, str(error))
+            continue
+        outcomes[key] = EntityOutcome(shown)
+        changes.extend((valid_entity, k, v) for k, v in entity_changes.items())
+    answered = list(outcomes.values())
+    order = java_hash_map_order([_entity_hash(outcome.entity) for outcome in answered])
+    return [answered[i] for i in order], changes
+
+
+def _entity_hash(entity: Iterable[tuple[str, str | None]]) -> int:
+    """``ClientQuotaEntity.hashCode()``: ``Objects.hash`` of its map, whose hash sums
+    ``key.hashCode() ^ value.hashCode()`` over the entries (null hashes to 0)."""
+    total = 0
+    for entity_type, name in entity:
+        total += _null_safe_hash(entity_type) ^ _null_safe_hash(name)
+    return (31 + total) & 0xFFFFFFFF
+
+
+def _null_safe_hash(text: str | None) -> int:
+    return 0 if text is None else java_string_hash(text)
 
 
 def entity_key(entity: Entity) -> tuple[tuple[str, str | None], ...]:

@@ -57,10 +57,11 @@ class QuotaViolation(Exception):  # noqa: N818 - Kafka's name for the same thing
 class Sensor:
     __slots__ = ("last_record_ms", "metrics", "name", "recorded")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, created_ms: int = 0) -> None:
         self.name = name
         self.metrics: list[Metric] = []
-        self.last_record_ms = 0
+        # As Kafka's: a sensor's idle time (its expiry) counts from its creation.
+        self.last_record_ms = created_ms
         self.recorded = 0.0
         """Everything this process recorded, ever: what a fleet tells its peers it used."""
 
