@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# KafkaJS for the client matrix (tests/clients), exactly as its package-lock.json says.
+KAFKAJS := tests/clients/kafkajs
+KAFKAJS_STAMP := $(KAFKAJS)/node_modules/.package-lock.json
 
 .PHONY: run test lint bench clean tools fuzz
 
@@ -17,23 +20,27 @@ $(STAMP): pyproject.toml | $(BIN)/python
 run: $(STAMP)
 	$(BIN)/quotagate serve --config examples/quotagate.toml
 
-test: $(STAMP) tools
+test: $(STAMP) tools $(KAFKAJS_STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/pytest
 
-# Debian's packages the suite drives for real: chromium (the report test) and kcat (an old
-# librdkafka, 2.0.2, in the client matrix). Installed only when missing.
+# Debian's packages the suite drives for real: chromium (the report test), kcat (an old
+# librdkafka, 2.0.2, in the client matrix), Node.js for KafkaJS and tmux (the terminal
+# `quotagate top` is watched in). Installed only when missing.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 tools:
 	@missing=""; \
 	  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing="$$missing chromium"; \
 	  command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	  command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
+	  command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing Debian's$$missing for the test suite"; \
 	    $(SUDO) apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	  fi
+
 
 # The fuzz suite (tests/fuzz) on a large budget: FUZZ_CASES hostile connections (100 000 by
 # default) and/or FUZZ_SECONDS of wall clock, fresh random seeds, every schema kio models.
@@ -49,4 +56,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/engine.py
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache $(KAFKAJS)/node_modules
+
+# KafkaJS for the client matrix, exactly as locked in its package-lock.json (npm ci); npm
+# writes node_modules/.package-lock.json, so it is reinstalled only when the lock changes.
+$(KAFKAJS_STAMP): $(KAFKAJS)/package-lock.json | tools
+	cd $(KAFKAJS) && npm ci --no-audit --no-fund --loglevel=error

@@ -85,6 +85,9 @@ def main() -> None:
             seconds = _timed(run)
             figures[name] = {"seconds": round(seconds, 2), "events_per_s": round(count / seconds)}
             _print_row(name, count, seconds)
+        # The report holds its data to a budget: under 5 MB whatever the traffic (issue 16).
+        figures["report_bytes"] = (work / "report.html").stat().st_size
+        print(f"report size: {figures['report_bytes']:,} bytes")
         open_summary = json.loads((work / "open" / "summary.json").read_text())
         core = open_summary["replay_seconds"]
         figures["replay_applyInPandas_only"] = {

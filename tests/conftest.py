@@ -12,8 +12,10 @@ gateway may stop theirs earlier.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -123,3 +125,15 @@ def _wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str =
 def wait_for() -> Callable[..., Any]:
     """``wait_for(condition, timeout_s=30, what="")``: poll until truthy, fail at the deadline."""
     return _wait_for
+
+
+@pytest.fixture(scope="session")
+def test_output() -> Path:
+    """Where tests leave what a person looks at afterwards (a screenshot, a terminal screen):
+    ``QUOTAGATE_TEST_OUTPUT`` or ``var/test-output`` of the checkout (git ignores ``var/``).
+    pytest's own temporary directories are pruned after three runs, so not there."""
+    path = Path(os.environ.get("QUOTAGATE_TEST_OUTPUT") or Path(__file__).parents[1] / "var")
+    if "QUOTAGATE_TEST_OUTPUT" not in os.environ:
+        path = path / "test-output"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

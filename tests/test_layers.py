@@ -28,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "enforcement": {"gateway", "protocol", "quota", "store", "usage", "fleet", "logs"},
     "client": {"protocol", "quota", "logs"},
     "pipeline": {"quota", "usage", "logs"},
+    "top": {"quota"},
 }
 
 

@@ -5,7 +5,17 @@ from __future__ import annotations
 import typer
 
 from quotagate import __version__
-from quotagate.commands import engine, pipeline, quotas, serve, store, topic_quotas, topics, users
+from quotagate.commands import (
+    engine,
+    pipeline,
+    quotas,
+    serve,
+    store,
+    top,
+    topic_quotas,
+    topics,
+    users,
+)
 
 app = typer.Typer(
     name="quotagate",
@@ -38,6 +48,7 @@ app.add_typer(topics.app, name="topics")
 app.add_typer(quotas.app, name="quotas")
 app.add_typer(topic_quotas.app, name="topic-quotas")
 app.add_typer(store.app, name="store")
+app.command("top")(top.top)
 
 
 def main() -> None:

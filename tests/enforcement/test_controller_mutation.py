@@ -226,25 +226,3 @@ def test_a_body_the_gateway_cannot_decode_is_never_forwarded_uncharged(
         )
     gateway.stop()
     assert name not in {str(t.name) for t in metadata.topics}
-
-
-def test_an_unmodelled_version_of_a_metered_api_is_refused_not_forwarded(
-    quota_tansu: Any, start_quota_gateway: Any, raw_client: Any
-) -> None:
-    """CreateTopics v1 (gone since Kafka 4.0, never advertised by the gateway) cannot be
-    metered; with a mutation quota configured the gateway closes the connection as a broker
-    does for a version it does not support, instead of forwarding it uncharged."""
-    gateway = start_quota_gateway(quota_tansu.bootstrap)
-    gateway.runtime.alter_client_quotas(
-        [Change({"client-id": "old"}, "controller_mutation_rate", 0.1)], "test", "test"
-    )
-    host, port = gateway.host_port
-    # A v1 request header (api key, version, correlation id, client id) and any body.
-    client_id = b"old"
-    header = struct.pack(">hhih", api_keys.CREATE_TOPICS, 1, 1, len(client_id)) + client_id
-    body = b"\x00\x00\x00\x00" + b"\x00\x00\x75\x30" + b"\x00"  # no topics, timeout, flag
-    with raw_client(host, port, "old") as old:
-        old.send_frame(struct.pack(">i", len(header + body)) + header + body)
-        with pytest.raises(ConnectionError):
-            old.read_frame()
-    gateway.stop()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from prometheus_client import CollectorRegistry, generate_latest
 
 from quotagate.enforcement.metrics import QuotaCollector
@@ -86,3 +88,46 @@ def test_exporting_metrics_never_changes_a_throttle() -> None:
         return throttles
 
     assert run(export=True) == run(export=False)
+
+
+def test_source_throttle_total_and_connections_per_sharing_key() -> None:
+    runtime = QuotaRuntime(QuotaSettings())
+    runtime.alter_client_quotas(
+        [
+            Change({"user": None}, "producer_byte_rate", 100.0),
+            Change({"user": "bob@corp", "client-id": "c"}, "producer_byte_rate", 50.0),
+        ],
+        "t",
+        "t",
+    )
+    now = 1_700_000_000_000
+    produce = runtime.managers.produce
+    produce.record_and_get_throttle_ms("alice", "c", 5000, now)
+    produce.record_and_get_throttle_ms("bob@corp", "c", 5000, now)
+    produce.throttle("alice", "c", 1, 40, now)
+    produce.throttle("alice", "c", 2, 60, now + 10)
+    runtime.clients.update({1: ("alice", "c"), 2: ("alice", "other"), 3: ("bob@corp", "c")})
+    runtime.last_now_ms = now + 10
+    runtime.tick(now + 10)
+    registry = CollectorRegistry()
+    registry.register(QuotaCollector(runtime))
+    text = generate_latest(registry).decode()
+    alice = 'client_id="",user="alice"'
+    bob = 'client_id="c",user="bob%40corp"'
+    assert (
+        'quotagate_produce_quota_source{client_id="",source="default-user",user="alice"} 1.0'
+        in text
+    )
+    assert (
+        'quotagate_produce_quota_source{client_id="c",source="user+client-id",user="bob%40corp"}'
+        " 1.0" in text
+    )
+    assert re.search(r"# TYPE quotagate_produce_throttle_time_ms(_total)? counter", text)
+    assert f"quotagate_produce_throttle_time_ms_total{{{alice}}} 100.0" in text
+    assert f"quotagate_produce_throttle_time_ms_total{{{bob}}} 0.0" in text
+    # Both of alice's client ids share her user-level key; bob's (user, client) key is his own.
+    assert f"quotagate_produce_connections{{{alice}}} 2.0" in text
+    assert f"quotagate_produce_connections{{{bob}}} 1.0" in text
+    runtime.connection_closed(2)
+    runtime.tick(now + 20)
+    assert f"quotagate_produce_connections{{{alice}}} 1.0" in generate_latest(registry).decode()

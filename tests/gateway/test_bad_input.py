@@ -54,6 +54,13 @@ CASES = {
     "unknown api key": (_request(999, 3, b"abc"), False, "unknown api key 999"),
     "header lies about its size": (_request(3, 500, b"short"), False, "bad_header"),
     "frame shorter than a header": (struct.pack(">i", 3) + b"abc", False, "bad_header"),
+    # CreateTopics v0 (removed in Kafka 4.0, walked by hand) claiming 2^30 topics: forwarded,
+    # it would make tansu allocate for them.
+    "removed version lies about a count": (
+        _request(19, 3, b"abc", struct.pack(">i", 1 << 30) + b"\0" * 8),
+        False,
+        "bad_body",
+    ),
 }
 
 

@@ -58,25 +58,36 @@ def _is_closed(sock: socket.socket) -> bool:
         return True
 
 
-def test_max_connections(
+def test_max_connections_makes_the_acceptor_wait(
     tansu: TansuBroker,
     start_gateway: Callable[..., BackgroundGateway],
-    caplog: pytest.LogCaptureFixture,
     wait_for: Any,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="quotagate")
+    """Kafka's max.connections: at the limit the acceptor stops taking connections (they wait
+    in the backlog) until one closes; nothing is refused."""
     gateway = start_gateway(tansu.bootstrap, max_connections=2)
     first, second = _connect(gateway), _connect(gateway)
     for sock, cid in ((first, 1), (second, 2)):
         assert codec.decode_response(_round_trip(sock, ApiVersionsRequest(), cid), 18, 0)
     third = _connect(gateway)
-    assert _is_closed(third)
-    assert "max.connections" in caplog.text
+    third.sendall(codec.encode_request_frame(ApiVersionsRequest(), 3, "hygiene"))
+    third.settimeout(1.0)
+    with pytest.raises(TimeoutError):
+        third.recv(1)
+    registry = gateway.gateway.metrics.registry
+    waits = {"listener": "PLAINTEXT", "reason": "max.connections"}
+    assert registry.get_sample_value("quotagate_connection_acceptor_waits_total", waits) == 1
     first.close()
-    wait_for(lambda: len(gateway.gateway.services.connections) < 2, 10, "a free slot")
-    fourth = _connect(gateway)
-    assert _round_trip(fourth, ApiVersionsRequest(), 4)
-    for sock in (second, third, fourth):
+    third.settimeout(30)
+    assert codec.decode_response(_read_frame(third), 18, 0)
+    wait_for(
+        lambda: registry.get_sample_value(
+            "quotagate_connection_acceptor_blocked_seconds_total", {"listener": "PLAINTEXT"}
+        ),
+        10,
+        "the blocked time",
+    )
+    for sock in (second, third):
         sock.close()
     gateway.stop()
 

@@ -14,7 +14,7 @@ from quotagate.cli import app
 def test_help_does_not_import_spark_or_pandas() -> None:
     code = (
         "import sys, quotagate.cli; "
-        "heavy = [m for m in ('pyspark', 'pandas', 'matplotlib') if m in sys.modules]; "
+        "heavy = [m for m in ('pyspark', 'pandas', 'plotly') if m in sys.modules]; "
         "sys.exit(1 if heavy else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -13,6 +13,7 @@ from quotagate.protocol.headers import HeaderError, parse_request_header
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.protocol.produce import produce_acks
 from quotagate.protocol.produce_topics import produce_topic_bytes, read_produce
+from support import old_frames
 
 
 def _produce_frame(version: int, topics: list[tuple[str, list[int]]]) -> bytes:
@@ -76,5 +77,17 @@ def test_a_produce_body_cut_anywhere_is_a_protocol_error(version: int) -> None:
     # The walk stops before the request's own tagged fields (flexible versions: one byte).
     last = len(frame) - (1 if version >= 9 else 0)
     for end in range(header.body_offset, last):
+        with pytest.raises(HeaderError):
+            read_produce(frame[:end], header)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_acks_and_topics_of_a_removed_version_without_transactional_id(version: int) -> None:
+    frame = old_frames.produce(
+        version, old_frames.filler([("alpha", [(0, 10)]), ("beta", [(0, 5)])])
+    )
+    header = parse_request_header(frame)
+    assert read_produce(frame, header) == (1, [("alpha", 10), ("beta", 5)])
+    for end in range(header.body_offset, len(frame)):
         with pytest.raises(HeaderError):
             read_produce(frame[:end], header)

@@ -93,6 +93,18 @@ def exchange(
     return Exchange(info, parse_request_header(frame), frame, now_ms, time.monotonic_ns())
 
 
+def raw_exchange(
+    frame: bytes,
+    *,
+    principal: str = "User:ANONYMOUS",
+    now_ms: int = NOW_MS,
+    connection_id: int = 1,
+) -> Exchange:
+    """An exchange for a request frame built by hand (versions kio does not model)."""
+    info = ConnectionInfo(connection_id, "PLAINTEXT", "PLAINTEXT", "127.0.0.1", 5555, principal)
+    return Exchange(info, parse_request_header(frame), frame, now_ms, time.monotonic_ns())
+
+
 def chain(stages: Sequence[Stage]) -> StageChain:
     return StageChain(stages)
 
@@ -112,7 +124,10 @@ def run_response(stages: StageChain, ex: Exchange, seen: int, body: Any = None) 
     """The upstream's ``body`` (when forwarded) back through the stages that saw the request,
     in reverse; a locally answered request skips the stage that answered it."""
     if ex.outcome is Outcome.FORWARD:
-        ex.response_frame = codec.encode_response_frame(body, ex.header.correlation_id)
+        if isinstance(body, bytes):
+            ex.response_frame = body  # a frame built by hand
+        else:
+            ex.response_frame = codec.encode_response_frame(body, ex.header.correlation_id)
         upto = seen
     else:
         upto = seen - 1

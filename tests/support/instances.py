@@ -37,7 +37,9 @@ class Instance:
         exchange: bool,
         quota: float,
         store_topic: str | None = None,
+        gateway: str = "",
     ) -> None:
+        """``gateway``: more ``[gateway]`` lines, e.g. ``"max.connections.per.ip" = 1``."""
         tmp.mkdir(parents=True, exist_ok=True)
         self.tmp = tmp
         self.usage = tmp / "usage"
@@ -53,7 +55,7 @@ class Instance:
         with_quota.close()
         config = tmp / "quotagate.toml"
         config.write_text(
-            f'[gateway]\nid = "w-{uuid.uuid4().hex[:6]}"\n'
+            f'[gateway]\nid = "w-{uuid.uuid4().hex[:6]}"\n{gateway}\n'
             f'[upstream]\nbootstrap.servers = "{upstream}"\n'
             f'[[listeners]]\nlisten = "127.0.0.1:0"\nbroker.port.start = {free_port()}\n'
             "broker.node.id.start = 111\nbroker.port.count = 1\n"

@@ -12,6 +12,10 @@
   and the client re-fetches the data it did not get from the same offsets. An upstream
   error at the top level is passed on instead (it carries no data).
 
+Fetch v0-3 (removed in Kafka 4.0) are forwarded untouched unless a fetch quota applies to
+the client; then v3 is metered by hand and v0-2 are answered UNSUPPORTED_VERSION in their
+own shape (see :meth:`FetchQuotaStage._removed`), and ApiVersions does not advertise v0-2.
+
 The final decision is the throttle stage's (:meth:`QuotaRuntime.finish`); this stage only
 records and prepares the empty response.
 """
@@ -27,9 +31,16 @@ from typing import Any, ClassVar, Final
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from quotagate.enforcement.runtime import QuotaRuntime
-from quotagate.enforcement.ticket import TICKET_KEY
-from quotagate.gateway import Exchange, Stage, modelled_request, refuse_unmodelled
-from quotagate.protocol import api_keys, api_table
+from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
+from quotagate.gateway import (
+    Exchange,
+    Stage,
+    log_unsupported_version,
+    modelled_request,
+    refuse_unmodelled,
+)
+from quotagate.protocol import api_keys, api_table, removed_versions
+from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.headers import HeaderError, response_body_offset
 from quotagate.protocol.kio_nested import build
 
@@ -63,7 +74,12 @@ class FetchQuotaStage(Stage):
         if not (runtime.managers.fetch.quotas_enabled or runtime.managers.request.quotas_enabled):
             return
         ticket = runtime.ticket(exchange)
-        if refuse_unmodelled(exchange, runtime.managers.fetch.quotas_enabled):
+        applies = runtime.managers.fetch.quota_applies(ticket.user, ticket.client_id)
+        if refuse_unmodelled(exchange, applies):
+            return
+        if api_table.is_removed(api_keys.FETCH, exchange.api_version):
+            if applies:
+                self._removed(exchange, ticket)
             return
         request = modelled_request(exchange)
         if request is None:
@@ -94,6 +110,40 @@ class FetchQuotaStage(Stage):
         )
         ticket.fetch_empty = functools.partial(_empty_response, exchange, response_session)
 
+    def _removed(self, exchange: Exchange, ticket: QuotaTicket) -> None:
+        """Fetch v0-3 under a fetch quota. v3 is metered like the modelled versions (its
+        ``max_bytes`` capped, an empty response when throttled); v0-2 are answered
+        UNSUPPORTED_VERSION for every partition, in their shape, the connection kept: they
+        have no response-level ``max_bytes``, so nothing bounds what one response may carry
+        (Kafka applies that cap inside the broker)."""
+        header = exchange.header
+        request = removed_versions.read_fetch(exchange.request_frame, header)
+        if request.replica_id >= 0:
+            ticket.follower_fetch = True
+            return
+        if request.max_bytes < 0:
+            ticket.impose_error(ErrorCode.UNSUPPORTED_VERSION)
+            log_unsupported_version(exchange, "UNSUPPORTED_VERSION")
+            exchange.respond_frame(
+                removed_versions.fetch_error_response(
+                    header.correlation_id,
+                    header.api_version,
+                    request,
+                    ErrorCode.UNSUPPORTED_VERSION,
+                )
+            )
+            return
+        fetch = self.runtime.managers.fetch
+        cap = fetch.max_value_in_quota_window(ticket.user, ticket.client_id)
+        if cap < request.max_bytes:
+            capped = min(int(cap), _INT32_MAX)
+            exchange.replace_request_frame(
+                removed_versions.fetch_capped(
+                    exchange.request_frame, header, capped, min(request.min_bytes, capped)
+                )
+            )
+        ticket.fetch_empty = functools.partial(_empty_removed, exchange)
+
     def on_response(self, exchange: Exchange) -> None:
         frame = exchange.response_frame
         ticket = exchange.get(TICKET_KEY)
@@ -104,6 +154,13 @@ class FetchQuotaStage(Stage):
         ticket.fetch_ms = self.runtime.managers.fetch.record_and_get_throttle_ms(
             ticket.user, ticket.client_id, size, ticket.now_ms
         )
+
+
+def _empty_removed(exchange: Exchange, throttle_ms: int) -> bytes:
+    header = exchange.header
+    return removed_versions.fetch_empty_response(
+        header.correlation_id, header.api_version, throttle_ms
+    )
 
 
 def _empty_response(exchange: Exchange, session_id: int, throttle_ms: int) -> Any:

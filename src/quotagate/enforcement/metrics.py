@@ -6,8 +6,14 @@ tags as ``user`` / ``client_id`` labels, e.g. ``quotagate_produce_byte_rate``,
 ``quotagate_request_request_time``, ``quotagate_fetch_throttle_time``,
 ``quotagate_request_exempt_request_time``, ``quotagate_produce_queue_size``,
 ``quotagate_controllermutation_tokens``. The configured bound of each live sharing key is
-``quotagate_<group>_quota`` (KIP-786). Label sets disappear when Kafka would expire the
-sensor (one hour idle), because the snapshot is rebuilt from the live sensors only.
+``quotagate_<group>_quota`` (KIP-786). Not Kafka's, for a person watching (``quotagate top``)
+and for alerts, one series each per sharing key too: ``quotagate_<group>_quota_source`` (1,
+its ``source`` label names which of Kafka's eight levels configures the key: eight values and
+``none``), ``quotagate_<group>_throttle_time_ms_total`` (a counter of throttle ms, whose rate
+is the fraction of time the key is throttled) and ``quotagate_<group>_connections`` (open
+connections whose latest request was measured on the key). Label sets disappear when Kafka
+would expire the sensor (one hour idle), because the snapshot is rebuilt from the live sensors
+only.
 
 The engine is not thread-safe, so the event loop builds a snapshot every housekeeping tick
 and the scrape thread only reads the latest one.
@@ -16,10 +22,10 @@ and the scrape thread only reads the latest one.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from quotagate.quota import QuotaManagers, TopicBytesInQuota
@@ -34,6 +40,8 @@ class QuotaState(Protocol):
 
     @property
     def managers(self) -> QuotaManagers: ...
+    @property
+    def clients(self) -> Mapping[int, tuple[str, str]]: ...
     @property
     def topic_quota(self) -> TopicBytesInQuota: ...
     @property
@@ -60,12 +68,20 @@ def build_snapshot(runtime: QuotaState, now_ms: int) -> dict[str, Any]:
         ("request", runtime.managers.request, "request_time"),
         ("controllermutation", runtime.managers.controller, "tokens"),
     ):
+        connections: dict[tuple[str, str], int] = {}
+        if manager.quotas_enabled:
+            for user, client_id in runtime.clients.values():
+                key = manager.sharing_key(user, client_id)
+                connections[key] = connections.get(key, 0) + 1
         for state in manager.states(now_ms):
             labels = [state.key[0], state.key[1]]
             add(f"{group}_{value_name}", labels, state.value)
             add(f"{group}_quota", labels, state.limit)
+            add(f"{group}_quota_source", [*labels, state.source], 1.0)
             if not math.isnan(state.throttle_time_avg):
                 add(f"{group}_throttle_time", labels, state.throttle_time_avg)
+            add(f"{group}_throttle_time_ms", labels, state.throttle_ms_total)
+            add(f"{group}_connections", labels, float(connections.get(state.key, 0)))
         add(f"{group}_queue_size", [], float(manager.throttled_channels.queue_size))
     for key, rate in runtime.managers.controller.mutation_rates(now_ms):
         add("controllermutation_mutation_rate", [key[0], key[1]], rate)
@@ -96,6 +112,9 @@ _HELP = {
     "request_time": "Percent of one thread's time over the quota window (Kafka request-time)",
     "throttle_time": "Average throttle time in ms (Kafka throttle-time)",
     "quota": "Configured quota bound of this sharing key (KIP-786)",
+    "quota_source": "1 for the level of Kafka's eight whose quota applies to this sharing key",
+    "throttle_time_ms": "Throttle time recorded on this sharing key, ms, since it appeared",
+    "connections": "Open connections whose latest request was measured on this sharing key",
     "queue_size": "Channels currently throttled (Kafka queue-size)",
     "tokens": "KIP-599 token bucket level (Kafka tokens)",
     "fleet_peers": "Other workers of the fleet this worker accounts for, by state",
@@ -106,6 +125,9 @@ _HELP = {
     "fleet_fallback_recorded": "Fair shares recorded for silent peers, per quota kind",
     "fleet_report_echo_ms": "Publish-to-read-back latency of this worker's usage reports",
 }
+
+# Exported as counters (``_total``): an instance sums them over its workers.
+_COUNTER_SUFFIX = "_throttle_time_ms"
 
 # Series whose labels are not a sharing key's (user, client_id).
 _OTHER_LABELS = {
@@ -122,15 +144,23 @@ class QuotaCollector(Collector):
     def __init__(self, runtime: QuotaState) -> None:
         self._runtime = runtime
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         snapshot = self._runtime.snapshot
         for name, points in snapshot.get("series", {}).items():
             if name in _OTHER_LABELS:
                 labels = _OTHER_LABELS[name]
+            elif name.endswith("_quota_source"):
+                labels = [*_LABELS, "source"]
             else:
                 labels = _LABELS if points and points[0][0] else []
-            suffix = next((h for k, h in _HELP.items() if name.endswith(k)), name)
-            family = GaugeMetricFamily(f"quotagate_{name}", suffix, labels=labels)
+            # The longest matching suffix: "throttle_time_ms" is not "throttle_time".
+            suffix = max((k for k in _HELP if name.endswith(k)), key=len, default=None)
+            help_text = _HELP[suffix] if suffix is not None else name
+            family: GaugeMetricFamily | CounterMetricFamily
+            if name.endswith(_COUNTER_SUFFIX):
+                family = CounterMetricFamily(f"quotagate_{name}", help_text, labels=labels)
+            else:
+                family = GaugeMetricFamily(f"quotagate_{name}", help_text, labels=labels)
             for label_values, value in points:
                 family.add_metric(label_values, _finite(value))
             yield family

@@ -11,6 +11,11 @@ the admitted ones are forwarded, and the two halves are merged into one response
 order. ``validate_only`` requests are exempt (the ZooKeeper-mode rule of the KIP; KRaft Kafka
 charges them). An API the upstream lacks (tansu has no CreatePartitions) is answered here
 with UNSUPPORTED_VERSION for every topic and never forwarded.
+
+CreateTopics v0-1 and DeleteTopics v0 (removed in Kafka 4.0, not modelled by kio) are read
+by hand and metered like the others when a mutation quota applies to the client; they are
+permissive versions, so nothing needs cutting out. Without an applying quota they are
+forwarded untouched.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.gateway import Exchange, Stage, StateKey, modelled_request, refuse_unmodelled
-from quotagate.protocol import api_keys, api_table
+from quotagate.protocol import api_keys, api_table, removed_versions
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
@@ -34,6 +39,7 @@ from quotagate.quota.request_rules import MUTATION_APIS
 _REJECTED_KEY: Final = StateKey[list[tuple[Any, int, str]]]("mutation.rejected")
 _ORDER_KEY: Final = StateKey[list[Any]]("mutation.order")
 _COUNTS_KEY: Final = StateKey[dict[Any, int]]("mutation.counts")
+_REMOVED_KEY: Final = StateKey[bool]("mutation.removed_version")
 UNSUPPORTED_MESSAGE: Final = "The upstream cluster does not support this API"
 
 
@@ -67,13 +73,27 @@ class ControllerMutationStage(Stage):
             return
         runtime = self.runtime
         ticket = runtime.ticket(exchange)
-        if refuse_unmodelled(exchange, runtime.managers.controller.quotas_enabled):
+        applies = runtime.managers.controller.quota_applies(ticket.user, ticket.client_id)
+        if refuse_unmodelled(exchange, applies):
             return
-        request = modelled_request(exchange)
-        if request is None:
-            return  # not modelled: forwarded untouched; malformed: closed
-        items = list(getattr(request, _items_field(api_key, exchange.api_version)))
+        removed = api_table.is_removed(api_key, exchange.api_version)
+        items: list[Any]
+        if removed:
+            if not applies:
+                return  # nothing to meter for this client: forwarded untouched
+            parsed = removed_versions.read_mutation(exchange.request_frame, exchange.header)
+            items = list(parsed.topics)
+            validate_only = parsed.validate_only
+            exchange.put(_REMOVED_KEY, True)
+        else:
+            request = modelled_request(exchange)
+            if request is None:
+                return  # a version newer than the gateway knows: forwarded; malformed: closed
+            items = list(getattr(request, _items_field(api_key, exchange.api_version)))
+            validate_only = bool(getattr(request, "validate_only", False))
         if not runtime.facts.supports(api_key):
+            if removed:
+                return  # no answer of that shape to build: the upstream gives its own
             ticket.impose_error(ErrorCode.UNSUPPORTED_VERSION)
             self._respond(
                 exchange,
@@ -87,7 +107,7 @@ class ControllerMutationStage(Stage):
         ticket.topics = [
             (_item_key(item), count) for item, count in zip(items, counts, strict=True)
         ]
-        if getattr(request, "validate_only", False):
+        if validate_only:
             ticket.validate_only = True  # exempt (ZooKeeper-mode KIP-599); KRaft charges it
             return
         ticket.partition_mutations = sum(count for count in counts if count > 0)
@@ -98,7 +118,9 @@ class ControllerMutationStage(Stage):
         verdicts = admit_mutations(quota, counts, ticket.now_ms)
         admitted = [item for item, ok in zip(items, verdicts, strict=True) if ok]
         rejected = [item for item, ok in zip(items, verdicts, strict=True) if not ok]
-        if not rejected:
+        if not rejected or removed:
+            # The removed versions are all permissive (KIP-599 made v6/v5/v3 strict): every
+            # topic is admitted and the client is throttled afterwards.
             return
         ticket.impose_error(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
         error = ErrorCode.THROTTLING_QUOTA_EXCEEDED
@@ -111,7 +133,9 @@ class ControllerMutationStage(Stage):
         exchange.put(_REJECTED_KEY, local)
         exchange.put(_ORDER_KEY, [_item_key(item) for item in items])
         field = _items_field(api_key, exchange.api_version)
-        exchange.replace_request(dataclasses.replace(request, **{field: tuple(admitted)}))
+        exchange.replace_request(
+            dataclasses.replace(exchange.request_body(), **{field: tuple(admitted)})
+        )
 
     def _count(self, api_key: int, item: Any) -> int:
         facts = self.runtime.facts
@@ -139,6 +163,12 @@ class ControllerMutationStage(Stage):
             return
         api_key = exchange.api_key
         facts = self.runtime.facts
+        if exchange.get(_REMOVED_KEY):
+            results = removed_versions.read_mutation_results(
+                exchange.response_frame, api_key, exchange.api_version
+            )
+            self._learn(api_key, list(results), exchange.get(_COUNTS_KEY) or {})
+            return
         try:
             response = exchange.response_body()
         except CodecError as exc:

@@ -11,7 +11,7 @@ from quotagate.enforcement.produce import ProduceQuotaStage
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.throttle import QuotaThrottleStage
 from quotagate.enforcement.topic_thresholds_api import TopicThresholdsApiStage
-from quotagate.gateway import GatewayConfig, Plugin, Stage
+from quotagate.gateway import ConnectionLimits, GatewayConfig, Plugin, Stage
 
 
 class QuotaEnforcement(Plugin):
@@ -38,6 +38,9 @@ class QuotaEnforcement(Plugin):
 
     def stages(self) -> Sequence[Stage]:
         return self._stages
+
+    def attach(self, connections: ConnectionLimits) -> None:
+        self.runtime.attach_connections(connections)
 
     async def start(self) -> None:
         await self.runtime.start()

@@ -10,6 +10,11 @@ as a broker, which reads one request at a time, would not read the next one eith
 acks=0 requests get no response: their whole KIP-219 decision is made here (request time is
 exempt, spec §4), and a refused acks=0 request closes the connection, as a broker does when
 an acks=0 produce fails.
+
+Produce v0-2 (removed in Kafka 4.0, not modelled by kio) are metered the same way: their
+topics, acks and record bytes are read by hand, refused topics are cut out of the request's
+bytes and their answers appended to the upstream's response by hand
+(:mod:`quotagate.protocol.removed_versions`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.ticket import QuotaTicket
 from quotagate.gateway import Exchange, Stage, StateKey, refuse_unmodelled
 from quotagate.logs import kv
-from quotagate.protocol import api_keys, api_table
+from quotagate.protocol import api_keys, api_table, removed_versions
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
@@ -55,12 +60,12 @@ class ProduceQuotaStage(Stage):
         runtime = self.runtime
         ticket = runtime.ticket(exchange)
         header = exchange.header
-        metered = (
-            runtime.managers.produce.quotas_enabled
+        applies = (
+            runtime.managers.produce.quota_applies(ticket.user, ticket.client_id)
             or runtime.topic_quota.total_threshold is not None
         )
-        if refuse_unmodelled(exchange, metered) or header.body_offset < 0:
-            return  # closed, or a version no configured quota needs to read: forwarded
+        if refuse_unmodelled(exchange, applies) or header.body_offset < 0:
+            return  # closed, or a version newer than the gateway knows, unbounded: forwarded
         ticket.topics = exchange.produce_topics()
         ticket.acks = exchange.acks
         ticket.produce_ms = runtime.managers.produce.record_and_get_throttle_ms(
@@ -80,6 +85,14 @@ class ProduceQuotaStage(Stage):
             runtime.finish(exchange, ticket)
 
     def on_response(self, exchange: Exchange) -> None:
+        removed = exchange.get(_REMOVED_REFUSED_KEY)
+        if removed and exchange.response_frame is not None:
+            exchange.replace_response_frame(
+                removed_versions.produce_response_with(
+                    exchange.response_frame, exchange.api_version, removed, REFUSAL_ERROR
+                )
+            )
+            return
         refused = exchange.get(_REFUSED_KEY)
         if refused and exchange.response_frame is not None:
             response = exchange.response_body()
@@ -146,6 +159,9 @@ class ProduceQuotaStage(Stage):
     # -- partial answers -------------------------------------------------------------------
 
     def _cut(self, exchange: Exchange, refused: set[str]) -> None:
+        if api_table.is_removed(api_keys.PRODUCE, exchange.api_version):
+            self._cut_removed(exchange, refused)
+            return
         try:
             request = exchange.request_body()
         except CodecError as exc:
@@ -161,6 +177,22 @@ class ProduceQuotaStage(Stage):
             return
         schema: Any = api_table.response_schema(api_keys.PRODUCE, exchange.api_version)
         exchange.respond(build(schema, responses=tuple(self._refused_results(exchange))))
+
+    def _cut_removed(self, exchange: Exchange, refused: set[str]) -> None:
+        header = exchange.header
+        request = removed_versions.read_produce(exchange.request_frame, header)
+        drop = [t for t in request.topics if t.name in refused]
+        if len(drop) < len(request.topics):
+            exchange.put(_REMOVED_REFUSED_KEY, drop)
+            exchange.replace_request_frame(
+                removed_versions.produce_without(exchange.request_frame, request, refused)
+            )
+            return
+        exchange.respond_frame(
+            removed_versions.produce_refused_response(
+                header.correlation_id, header.api_version, drop, REFUSAL_ERROR
+            )
+        )
 
     def _refused_results(self, exchange: Exchange) -> list[Any]:
         schema: Any = api_table.response_schema(api_keys.PRODUCE, exchange.api_version)
@@ -194,6 +226,9 @@ class ProduceQuotaStage(Stage):
 
 
 _REFUSED_KEY: Final = StateKey[list[Any]]("produce.refused")
+_REMOVED_REFUSED_KEY: Final = StateKey[list[removed_versions.ProduceTopic]](
+    "produce.removed_refused"
+)
 
 
 def _next_tick_ms(quota: TopicBytesInQuota, topic: str, now: int) -> int:

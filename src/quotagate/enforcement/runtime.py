@@ -22,7 +22,7 @@ from quotagate.enforcement.stamps import ConnectionStamps
 from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
 from quotagate.enforcement.upstream_facts import UpstreamFacts, refresh_forever
 from quotagate.fleet.settings import FleetSettings
-from quotagate.gateway import Exchange, GatewayConfig, store_settings
+from quotagate.gateway import ConnectionLimits, Exchange, GatewayConfig, store_settings
 from quotagate.logs import kv
 from quotagate.protocol import api_table
 from quotagate.quota import Cause, QuotaManagers, TopicBytesInQuota, principal_user, settle
@@ -31,6 +31,9 @@ from quotagate.store.quotas import Change, EntityKey, entity_key
 from quotagate.usage.writer import UsageWriter, UsageWriterSettings
 
 log = logging.getLogger(__name__)
+
+IP: Final = "ip"
+IP_CONNECTION_RATE: Final = "connection_creation_rate"
 
 HOUSEKEEPING_S: Final = 1.0
 """Like Kafka's throttled-channel reaper, which polls its delay queue every second."""
@@ -47,6 +50,8 @@ class QuotaRuntime:
         store: QuotaBackend | None = None,
     ) -> None:
         self.settings = settings
+        self.connections: ConnectionLimits | None = None
+        """The gateway's connection quotas, once attached (ip ``connection_creation_rate``)."""
         self.fleet: FleetLink | None = None
         """Set by :meth:`join_fleet` before start when the usage exchange is on."""
         self.gateway_id = gateway_id
@@ -71,6 +76,8 @@ class QuotaRuntime:
         """Metric values for the Prometheus collector, swapped whole every housekeeping tick."""
         self._store_version: int | None = None
         self.stamps = ConnectionStamps()
+        self.clients: dict[int, tuple[str, str]] = {}
+        """(user, client id) of each open connection's latest request: connections per key."""
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -270,8 +277,22 @@ class QuotaRuntime:
     def _current(self, change: Change) -> float | None:
         return self.client_quotas.get(entity_key(change.entity), {}).get(change.key)
 
+    def attach_connections(self, connections: ConnectionLimits) -> None:
+        """Enforce ``connection_creation_rate`` of ip entities through the gateway's
+        acceptors, starting with what the store holds now."""
+        self.connections = connections
+        for key, values in self.client_quotas.items():
+            rate = values.get(IP_CONNECTION_RATE)
+            if rate is not None:
+                self._apply(dict(key), IP_CONNECTION_RATE, rate)
+
     def _apply(self, entity: Mapping[str, str | None], key: str, value: float | None) -> None:
-        # connection_creation_rate (ip entities) is stored, not enforced here.
+        if key == IP_CONNECTION_RATE and IP in entity:
+            # Not a request quota: the gateway's acceptors enforce it (Kafka's
+            # ConnectionQuotas); with no gateway attached (a replay) it is only stored.
+            if self.connections is not None:
+                self.connections.set_ip_connection_rate(entity[IP], value)
+            return
         self.managers.update_quota(entity, key, value)
 
     # -- per request -----------------------------------------------------------------------
@@ -292,7 +313,11 @@ class QuotaRuntime:
             len(exchange.request_frame) - 4,
         )
         exchange.put(TICKET_KEY, ticket)
+        self.clients[exchange.connection.connection_id] = (ticket.user, ticket.client_id)
         return ticket
+
+    def connection_closed(self, connection_id: int) -> None:
+        self.clients.pop(connection_id, None)
 
     def finish(self, exchange: Exchange, ticket: QuotaTicket) -> None:
         """The KIP-219 step: request-time quota, max of all throttles, mute, usage event."""
@@ -322,7 +347,9 @@ class QuotaRuntime:
         if throttle_ms > 0 and ticket.fetch_empty is not None:
             # Spec §6.1: a throttled fetch's data is not sent (its bytes were taken back).
             empty = ticket.fetch_empty(throttle_ms)
-            if empty is not None:
+            if isinstance(empty, bytes):  # a version kio does not model, built by hand
+                exchange.replace_response_frame(empty)
+            elif empty is not None:
                 exchange.replace_response(empty)
         if throttle_ms > 0:
             self._throttle(exchange, ticket, cause, throttle_ms)

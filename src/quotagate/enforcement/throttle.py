@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from quotagate.enforcement.runtime import QuotaRuntime
-from quotagate.gateway import Exchange, Stage
+from quotagate.gateway import ConnectionInfo, Exchange, Stage
 
 
 class QuotaThrottleStage(Stage):
@@ -29,3 +29,6 @@ class QuotaThrottleStage(Stage):
 
     def on_response(self, exchange: Exchange) -> None:
         self.runtime.finish(exchange, self.runtime.ticket(exchange))
+
+    def on_connection_closed(self, connection: ConnectionInfo) -> None:
+        self.runtime.connection_closed(connection.connection_id)

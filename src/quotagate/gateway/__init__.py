@@ -19,17 +19,24 @@ from quotagate.gateway.config import (
     parse_section,
     store_settings,
 )
+from quotagate.gateway.connection_limits import ConnectionLimits
 from quotagate.gateway.control import ControlChannel, build_request
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome, StateKey
 from quotagate.gateway.plugin import Plugin
 from quotagate.gateway.server import Gateway
-from quotagate.gateway.stage import Stage, modelled_request, refuse_unmodelled
+from quotagate.gateway.stage import (
+    Stage,
+    log_unsupported_version,
+    modelled_request,
+    refuse_unmodelled,
+)
 from quotagate.protocol.host_port import HostPort
 
 __all__ = [
     "BackgroundGateway",
     "ConfigError",
     "ConnectionInfo",
+    "ConnectionLimits",
     "ControlChannel",
     "Exchange",
     "Gateway",
@@ -44,6 +51,7 @@ __all__ = [
     "StateKey",
     "build_request",
     "integer",
+    "log_unsupported_version",
     "modelled_request",
     "parse_section",
     "refuse_unmodelled",

@@ -19,6 +19,7 @@ from typing import Any, Final
 from quotagate.gateway.auth.authenticator import SASL_MECHANISMS, SecurityProtocol
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from quotagate.protocol.host_port import HostPort
+from quotagate.quota.connection_quotas import canonical_ip
 from quotagate.store.backends import StoreSettings
 
 INT32_MAX: Final = 2_147_483_647
@@ -46,6 +47,10 @@ class ListenerConfig:
     ssl_certificate_location: str | None = None
     ssl_key_location: str | None = None
     sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS
+    max_connections: int = INT32_MAX
+    """Kafka's ``listener.name.<name>.max.connections``: the acceptor waits at this many."""
+    max_connection_creation_rate: int = INT32_MAX
+    """Kafka's ``listener.name.<name>.max.connection.creation.rate`` (connections/s)."""
 
     def port_for_node(self, node_id: int) -> int | None:
         """The gateway port standing for upstream broker ``node_id``, None outside the range."""
@@ -65,6 +70,10 @@ class GatewayConfig:
     """Worker processes sharing every port (SO_REUSEPORT) under one supervisor."""
     socket_request_max_bytes: int = DEFAULT_MAX_FRAME_BYTES
     max_connections: int = INT32_MAX
+    max_connections_per_ip: int = INT32_MAX
+    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()
+    """(address, limit) pairs; addresses in canonical form."""
+    max_connection_creation_rate: int = INT32_MAX
     connections_max_idle_ms: int = 600_000
     queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES
     """Request bytes all connections together may hold (Kafka's MemoryPool); -1 = unbounded."""
@@ -172,6 +181,48 @@ def _sasl_mechanisms(key: str, value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
+def _per_ip_overrides(key: str, value: Any) -> tuple[tuple[str, int], ...]:
+    """Kafka's ``"host:count,host:count"`` (the count after the last colon, so IPv6 works), or
+    a list of such strings. Addresses only: the gateway does no DNS."""
+    example = f'{key} = "10.0.0.1:50,10.0.0.2:200"'
+    pairs: list[tuple[str, Any]] = []
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        value = ",".join(value)
+    if isinstance(value, str):
+        for item in (part.strip() for part in value.split(",")):
+            if not item:
+                continue
+            host, colon, count = item.rpartition(":")
+            if not colon:
+                raise ConfigError(f"{key}: {item!r} is not ADDRESS:COUNT; write e.g. {example}")
+            try:
+                pairs.append((host.strip().strip("[]"), int(count.strip())))
+            except ValueError:
+                raise ConfigError(
+                    f"{key}: the count in {item!r} is not a whole number; write e.g. {example}"
+                ) from None
+    else:
+        raise ConfigError(
+            f"{key} = {value!r} must be a string of ADDRESS:COUNT pairs; write e.g. {example}"
+        )
+    result: dict[str, int] = {}
+    for host, count in pairs:
+        try:
+            address = canonical_ip(str(host))
+        except ValueError:
+            raise ConfigError(
+                f"{key}: {host!r} is not an IP address (the gateway does not resolve host "
+                f"names, unlike Kafka); write addresses, e.g. {example}"
+            ) from None
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= INT32_MAX:
+            raise ConfigError(
+                f"{key}: the limit for {host} ({count!r}) must be a whole number from 0 to "
+                f"{INT32_MAX}"
+            )
+        result[address] = int(count)
+    return tuple(result.items())
+
+
 MAX_WORKERS: Final = 256
 
 
@@ -181,7 +232,7 @@ def parse_workers(key: str, value: Any) -> int:
         return min(os.cpu_count() or 1, MAX_WORKERS)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORKERS:
         raise ConfigError(
-            f"{key} = {value!r} must be a whole number from 1 to {MAX_WORKERS}, or \"auto\" "
+            f'{key} = {value!r} must be a whole number from 1 to {MAX_WORKERS}, or "auto" '
             f"(one per core, {os.cpu_count() or 1} here)"
         )
     return int(value)
@@ -194,6 +245,9 @@ _GATEWAY_KEYS: Final[dict[str, KeySpec]] = {
     "workers": ("workers", parse_workers),
     "socket.request.max.bytes": ("socket_request_max_bytes", integer(1)),
     "max.connections": ("max_connections", integer(1)),
+    "max.connections.per.ip": ("max_connections_per_ip", integer(0)),
+    "max.connections.per.ip.overrides": ("max_connections_per_ip_overrides", _per_ip_overrides),
+    "max.connection.creation.rate": ("max_connection_creation_rate", integer(0)),
     "connections.max.idle.ms": ("connections_max_idle_ms", integer(1)),
     "queued.max.request.bytes": ("queued_max_request_bytes", _bytes_or_unbounded),
     "queued.max.requests": ("queued_max_requests", integer(1)),
@@ -228,6 +282,8 @@ _LISTENER_KEYS: Final[dict[str, KeySpec]] = {
     "ssl.certificate.location": ("ssl_certificate_location", _str),
     "ssl.key.location": ("ssl_key_location", _str),
     "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", _sasl_mechanisms),
+    "max.connections": ("max_connections", integer(1)),
+    "max.connection.creation.rate": ("max_connection_creation_rate", integer(1)),
 }
 _STORE_KEYS: Final[dict[str, KeySpec]] = {
     "path": ("store_path", _str),
@@ -249,7 +305,16 @@ def load_config(path: Path) -> GatewayConfig:
     try:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+        hint = ""
+        if "Cannot overwrite a value" in str(exc):
+            # Bare dotted keys are nested tables: `max.connections = 1` makes
+            # `max.connections.per.ip` a key inside a number.
+            hint = (
+                "; a key that begins with another key (max.connections and "
+                "max.connections.per.ip) must be quoted: write "
+                '"max.connections.per.ip" = 100'
+            )
+        raise ConfigError(f"{path} is not valid TOML: {exc}{hint}") from exc
     try:
         return parse_config(document)
     except ConfigError as exc:
@@ -333,9 +398,16 @@ def validate(config: GatewayConfig) -> GatewayConfig:
         )
     if config.workers > 1 and config.store_backend != "kafka":
         raise ConfigError(
-            f"workers = {config.workers} needs the shared store: set backend = \"kafka\" in "
+            f'workers = {config.workers} needs the shared store: set backend = "kafka" in '
             "[store] (every worker then reads the same quotas from the upstream; "
             "`quotagate store migrate` copies a SQLite store there), or run one worker"
+        )
+    quota_windows(config)  # the connection rates' windows, checked before anything starts
+    if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
+        raise ConfigError(
+            "max.connections.per.ip = 0 refuses every connection: it may be 0 only with "
+            "max.connections.per.ip.overrides naming the addresses allowed in (as in Kafka), "
+            'e.g. max.connections.per.ip.overrides = "10.0.0.1:100"; otherwise raise it'
         )
     queued = config.queued_max_request_bytes
     if queued != UNBOUNDED_BYTES and queued < config.socket_request_max_bytes:
@@ -420,6 +492,19 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[full] = value
     return flat
+
+
+QUOTA_WINDOW_KEYS: Final = ("quota.window.num", "quota.window.size.seconds")
+
+
+def quota_windows(config: GatewayConfig) -> tuple[int, int]:
+    """``quota.window.num`` and ``quota.window.size.seconds`` of the ``[quotas]`` section:
+    Kafka measures connection creation rates over the client-quota windows."""
+    section = config.extra.get("quotas", {})
+    flat = _flatten(section) if isinstance(section, Mapping) else {}
+    num = flat.get(QUOTA_WINDOW_KEYS[0], 11)
+    size = flat.get(QUOTA_WINDOW_KEYS[1], 1)
+    return integer(1)(QUOTA_WINDOW_KEYS[0], num), integer(1)(QUOTA_WINDOW_KEYS[1], size)
 
 
 def _did_you_mean(word: str, candidates: Any) -> str:

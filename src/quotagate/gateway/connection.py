@@ -34,6 +34,7 @@ from quotagate.gateway.auth.authenticator import (
     SecurityProtocol,
 )
 from quotagate.gateway.config import ListenerConfig
+from quotagate.gateway.connection_limits import Slot
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.upstream import (
@@ -84,9 +85,15 @@ _CLOSE: Final = Outcome.CLOSE
 
 class ClientConnection(asyncio.Protocol):
     def __init__(
-        self, services: GatewayServices, listener: ListenerConfig, pick: AddressPicker
+        self,
+        services: GatewayServices,
+        listener: ListenerConfig,
+        pick: AddressPicker,
+        slot: Slot | None = None,
     ) -> None:
+        """``slot``: this connection's place in the connection quotas, given back on close."""
         self._services = services
+        self._slot = slot
         self._listener = listener
         self._pick = pick
         self._loop = asyncio.get_running_loop()
@@ -138,20 +145,6 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername") or ("", 0)
         self.info.client_host, self.info.client_port = str(peer[0]), int(peer[1])
         services = self._services
-        if len(services.connections) >= services.config.max_connections:
-            log.warning(
-                kv(
-                    "connection_rejected",
-                    reason="max.connections",
-                    limit=services.config.max_connections,
-                    client=self._peer(),
-                    listener=self._listener.name,
-                )
-            )
-            services.metrics.connections_closed.labels("max_connections").inc()
-            self._closed = True
-            self._transport.abort()
-            return
         services.connections.add(self)
         self._registered = True
         services.metrics.connections.labels(self._listener.name).inc()
@@ -214,10 +207,18 @@ class ClientConnection(asyncio.Protocol):
         if not self._closed:
             log.debug(kv("connection_closed_by_client", id=self.info.connection_id))
         self._shutdown_io()
+        if self._slot is not None:
+            self._slot.release()
         if self._registered:
             self._registered = False
             self._services.connections.discard(self)
             self._services.metrics.connections.labels(self._listener.name).dec()
+            for stage in self._services.chain.stages:
+                try:
+                    stage.on_connection_closed(self.info)
+                except Exception:
+                    # A stage's bookkeeping must not keep the other stages from theirs.
+                    log.exception(kv("stage_failed", stage=stage.name, hook="connection_closed"))
 
     def eof_received(self) -> bool | None:
         if self._reader.buffered:

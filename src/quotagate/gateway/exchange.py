@@ -207,6 +207,12 @@ class Exchange:
         self._request_body = body
         self._produce_topics = None  # read from the new bytes if asked again
 
+    def replace_request_frame(self, frame: bytes) -> None:
+        """Forward ``frame`` (a whole request frame, same header) instead."""
+        self.request_frame = frame
+        self._request_body = None
+        self._produce_topics = None
+
     def respond(self, body: Any) -> None:
         """Answer locally with ``body`` (a kio response entity); nothing is forwarded."""
         self.respond_frame(codec.encode_response_frame(body, self.header.correlation_id))

@@ -8,17 +8,19 @@ client learns is always already accepting connections.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 import ssl
 
+from quotagate.gateway.acceptor import Acceptor, ProtocolFactory
 from quotagate.gateway.auth.authenticator import SecurityProtocol
 from quotagate.gateway.builtin.broker_addresses import UnmappableBrokerError
 from quotagate.gateway.config import ListenerConfig
 from quotagate.gateway.connection import ClientConnection
+from quotagate.gateway.connection_limits import Slot
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.tls import server_context
+from quotagate.gateway.upstream import AddressPicker
 from quotagate.logs import kv
 from quotagate.protocol.host_port import HostPort
 
@@ -32,7 +34,7 @@ class Listener:
         self.config = config
         self._services = services
         self._ssl = _ssl_context(config)
-        self._servers: list[asyncio.Server] = []
+        self._acceptor: Acceptor | None = None
         self._node_ports: dict[int, int] = {}
         self.bound: HostPort | None = None
         # The workers of one instance listen on the same ports; the kernel spreads
@@ -40,23 +42,20 @@ class Listener:
         self._shares_ports = services.config.workers > 1
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
         bootstrap = self._services.config.bootstrap_servers
 
         def pick_bootstrap(attempt: int) -> HostPort:
             return bootstrap[attempt % len(bootstrap)]
 
-        server = await loop.create_server(
-            lambda: ClientConnection(self._services, self.config, pick_bootstrap),
-            self.config.listen.host,
-            self.config.listen.port,
-            ssl=self._ssl,
-            reuse_address=True,
-            reuse_port=self._shares_ports,
-            backlog=_BACKLOG,
-        )
-        self._servers.append(server)
-        port = server.sockets[0].getsockname()[1]
+        self._acceptor = Acceptor(self.config.name, self._services.limits, self._ssl)
+        try:
+            sock = self._listen(self.config.listen.port)
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"cannot listen on {self.config.listen}: {exc.strerror}"
+            ) from exc
+        self._acceptor.add(sock, self._factory(pick_bootstrap))
+        port = sock.getsockname()[1]
         self.bound = HostPort(self.config.listen.host, port)
         log.info(
             kv(
@@ -66,6 +65,14 @@ class Listener:
                 security_protocol=self.config.security_protocol,
             )
         )
+
+    def _factory(self, pick: AddressPicker) -> ProtocolFactory:
+        services, config = self._services, self.config
+
+        def make(slot: Slot) -> ClientConnection:
+            return ClientConnection(services, config, pick, slot)
+
+        return make
 
     def map_broker(self, node_id: int, host: str, port: int) -> tuple[str, int]:
         """Address mapper for this listener: learn the upstream node, answer our port for it."""
@@ -84,48 +91,43 @@ class Listener:
                 f"{self.config.broker_node_id_start} + broker.port.count="
                 f"{self.config.broker_port_count} on listener {self.config.name}"
             )
-        # Bound and listening synchronously: the kernel queues connections from here on,
-        # even before the event loop starts accepting them.
-        sock = socket.socket(_family(self.config.listen.host), socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if self._shares_ports:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         try:
-            sock.bind((self.config.listen.host, port))
+            sock = self._listen(port)
         except OSError as exc:
-            sock.close()
             raise UnmappableBrokerError(
                 f"cannot listen on port {port} for node {node_id}: {exc.strerror}"
             ) from exc
-        sock.listen(_BACKLOG)
-        sock.setblocking(False)
         self._node_ports[node_id] = port
         brokers = self._services.brokers
 
         def pick_node(_attempt: int) -> HostPort | None:
             return brokers.address(node_id)
 
-        loop = asyncio.get_running_loop()
-        task = loop.create_task(
-            loop.create_server(
-                lambda: ClientConnection(self._services, self.config, pick_node),
-                sock=sock,
-                ssl=self._ssl,
-                backlog=_BACKLOG,
-            )
-        )
-        task.add_done_callback(self._server_started)
+        assert self._acceptor is not None, "listener not started"
+        self._acceptor.add(sock, self._factory(pick_node))
         log.info(kv("broker_port_opened", listener=self.config.name, node_id=node_id, port=port))
         return port
 
-    def _server_started(self, task: asyncio.Task[asyncio.Server]) -> None:
-        if not task.cancelled() and task.exception() is None:
-            self._servers.append(task.result())
+    def _listen(self, port: int) -> socket.socket:
+        """Bound and listening synchronously: the kernel queues connections from here on,
+        even before the acceptor takes them (and while it waits)."""
+        sock = socket.socket(_family(self.config.listen.host), socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if self._shares_ports:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((self.config.listen.host, port))
+            sock.listen(_BACKLOG)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        return sock
 
     def close(self) -> None:
         """Stop accepting connections (established ones are left to the gateway)."""
-        for server in self._servers:
-            server.close()
+        if self._acceptor is not None:
+            self._acceptor.close()
 
 
 def _family(host: str) -> socket.AddressFamily:

@@ -122,6 +122,27 @@ class GatewayMetrics:
             "quotagate_connections_closed", "Client connections closed by the gateway",
             ["reason"], registry=r,
         )  # fmt: skip
+        # Connection quotas. Per-IP series only for addresses with a limit of their own (an
+        # ip quota entity, a max.connections.per.ip.overrides entry): others are "<default>".
+        self.connections_throttled = Counter(
+            "quotagate_connections_throttled",
+            "Connections over their IP's connection_creation_rate, held and closed",
+            ["listener", "ip"], registry=r,
+        )  # fmt: skip
+        self.connections_refused = Counter(
+            "quotagate_connections_refused",
+            "Connections refused at max.connections.per.ip", ["listener", "ip"], registry=r,
+        )  # fmt: skip
+        self.acceptor_waits = Counter(
+            "quotagate_connection_acceptor_waits",
+            "Times a listener stopped accepting: creation rate exceeded or no connection slot",
+            ["listener", "reason"], registry=r,
+        )  # fmt: skip
+        self.acceptor_blocked_seconds = Counter(
+            "quotagate_connection_acceptor_blocked_seconds",
+            "Time a listener did not accept connections (Kafka's AcceptorBlockedPercent)",
+            ["listener"], registry=r,
+        )  # fmt: skip
         self.upstream_connect_failures = Counter(
             "quotagate_upstream_connect_failures", "Failed upstream connection attempts",
             registry=r,

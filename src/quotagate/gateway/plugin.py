@@ -10,8 +10,12 @@ was closed, once connections were drained.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from quotagate.gateway.stage import Stage
+
+if TYPE_CHECKING:
+    from quotagate.gateway.connection_limits import ConnectionLimits
 
 
 class Plugin:
@@ -20,6 +24,11 @@ class Plugin:
     def stages(self) -> Sequence[Stage]:
         """The plug-in's stages, in chain order (response stages run in reverse)."""
         return ()
+
+    def attach(self, connections: ConnectionLimits) -> None:
+        """Called once as the gateway is built, before :meth:`start`. ``connections`` takes
+        the ``connection_creation_rate`` quotas of ip entities
+        (:meth:`ConnectionLimits.set_ip_connection_rate`), which the acceptors enforce."""
 
     async def start(self) -> None:
         """Called once on the gateway's loop, before any stage starts."""

@@ -17,6 +17,7 @@ from quotagate.gateway.builtin.broker_addresses import BrokerAddressStage
 from quotagate.gateway.builtin.sasl_on_plaintext import SaslOnPlaintextStage
 from quotagate.gateway.chain import StageChain
 from quotagate.gateway.config import GatewayConfig
+from quotagate.gateway.connection_limits import ConnectionLimits, wall_ms
 from quotagate.gateway.discovery import discover
 from quotagate.gateway.listener import Listener
 from quotagate.gateway.memory_pool import MemoryPool
@@ -77,6 +78,7 @@ class Gateway:
         )
         memory_pool = MemoryPool(config.queued_max_request_bytes)
         self.metrics.bind_memory_pool(memory_pool)
+        self.connection_limits = ConnectionLimits(config, self.metrics)
         self.services = GatewayServices(
             config=config,
             chain=self.chain,
@@ -85,7 +87,10 @@ class Gateway:
             brokers=BrokerDirectory(),
             authenticator_factory=authenticator_factory,
             memory_pool=memory_pool,
+            limits=self.connection_limits,
         )
+        for plugin in self.plugins:
+            plugin.attach(self.connection_limits)
         for listener_config in config.listeners:
             self.listeners[listener_config.name] = Listener(listener_config, self.services)
         self._tasks: list[asyncio.Task[Any]] = []
@@ -139,6 +144,7 @@ class Gateway:
             listener.close()
         for task in self._tasks:
             task.cancel()
+        self.connection_limits.close()
         connections = list(self.services.connections)
         log.info(kv("shutdown_started", connections=len(connections)))
         for connection in connections:
@@ -171,6 +177,7 @@ class Gateway:
             now = loop.time()
             for connection in list(self.services.connections):
                 connection.expire(now, idle_s, frame_s)
+            self.connection_limits.tick(wall_ms())
 
     def _start_metrics(self) -> None:
         address = self.config.metrics_listen

@@ -11,6 +11,7 @@ from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.brokers import BrokerDirectory
 from quotagate.gateway.chain import StageChain
 from quotagate.gateway.config import GatewayConfig
+from quotagate.gateway.connection_limits import ConnectionLimits
 from quotagate.gateway.memory_pool import MemoryPool
 from quotagate.gateway.metrics import GatewayMetrics
 from quotagate.gateway.upstream import UpstreamHealth
@@ -37,6 +38,7 @@ class GatewayServices:
     health: UpstreamHealth
     brokers: BrokerDirectory
     authenticator_factory: AuthenticatorFactory | None
+    limits: ConnectionLimits
     memory_pool: MemoryPool = field(default_factory=MemoryPool)
     """Request bytes held by all connections: ``queued.max.request.bytes``."""
     connections: set[ConnectionHandle] = field(default_factory=set)

@@ -22,12 +22,16 @@ the exchange, so a stage that does not ask costs no decoding.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from quotagate.gateway.exchange import Exchange
+from quotagate.gateway.exchange import ConnectionInfo, Exchange
+from quotagate.logs import kv
 from quotagate.protocol import api_table
 from quotagate.protocol.codec import CodecError
+
+log = logging.getLogger(__name__)
 
 
 class Stage:
@@ -54,27 +58,48 @@ class Stage:
     def on_response(self, exchange: Exchange) -> None:
         """Called for each response of ``response_keys``, in reverse stage order."""
 
+    def on_connection_closed(self, connection: ConnectionInfo) -> None:
+        """Called once when a client connection that was accepted has gone, whoever closed
+        it: what a stage keeps per connection can be dropped then."""
 
-def refuse_unmodelled(exchange: Exchange, metered: bool) -> bool:
-    """Close the connection if ``metered`` and the request's version is not modelled.
 
-    A quota that has to read the request (its topics, its partitions, its fetch session)
-    cannot meter a version the gateway does not model, and forwarding it untouched would let
-    a client skip the quota by picking an old version the gateway never advertised. A broker
-    closes the connection on a version it does not support; so does the gateway, but only
-    while such a quota is configured. Returns True when the connection was closed.
+def refuse_unmodelled(exchange: Exchange, applies: bool) -> bool:
+    """Close the connection if a quota that reads the request ``applies`` to this client and
+    the request's version is one the gateway knows nothing of (newer than every version it
+    models). Returns True when the connection was closed.
+
+    Forwarding it untouched would let a client skip the quota by picking a version the
+    gateway never advertised, and without its schema there is no answer in its shape; a
+    broker closes the connection on such a version too. Versions Kafka 4.0 removed are not
+    refused here: their stages read them by hand (:mod:`quotagate.protocol.removed_versions`)
+    and meter them, or answer UNSUPPORTED_VERSION in their shape.
     """
-    if not metered:
+    if not applies:
         return False
-    if exchange.header.body_offset >= 0 and api_table.is_modelled(
-        exchange.api_key, exchange.api_version
-    ):
+    api_key, api_version = exchange.api_key, exchange.api_version
+    if api_table.is_modelled(api_key, api_version) or api_table.is_removed(api_key, api_version):
         return False
+    log_unsupported_version(exchange, "connection closed")
     exchange.close(
-        f"unsupported {api_table.api_name(exchange.api_key)} version {exchange.api_version}: "
+        f"unsupported {api_table.api_name(api_key)} version {api_version}: "
         "a quota applies and this version cannot be metered"
     )
     return True
+
+
+def log_unsupported_version(exchange: Exchange, answer: str) -> None:
+    """The line naming who sent a version a quota cannot meter, and what they got back."""
+    log.warning(
+        kv(
+            "unsupported_version",
+            api=api_table.api_name(exchange.api_key),
+            version=exchange.api_version,
+            client=exchange.connection.client_address,
+            client_id=exchange.header.client_id,
+            principal=exchange.principal,
+            answer=answer,
+        )
+    )
 
 
 def modelled_request(exchange: Exchange) -> Any | None:

@@ -1,7 +1,9 @@
-"""``report``: one self-contained HTML file (inline SVG, inline CSS, no scripts, no network).
+"""``report``: one self-contained HTML file with interactive plots, no network at view time.
 
-Reads what the other stages wrote (small tables only, with pyarrow; no Spark needed):
-the rollup is required, replay, recommendation and ingest report are shown when given.
+Reads what the other stages wrote with pyarrow (no Spark needed): the rollup is required,
+replay, recommendation and ingest report are shown when given. plotly.js is inlined once
+(4.8 MB of the page); the data beside it is held to a byte budget by widening the time
+buckets (report_series.py), so the page stays under 5 MB whatever the traffic.
 """
 
 from __future__ import annotations
@@ -12,10 +14,24 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from quotagate.pipeline import plots
+from quotagate.pipeline.report_series import choose_grid, fit_to_budget, sparse_series
 from quotagate.pipeline.tables import read_json, read_table
+
+PAGE_BYTES = 4_980_000
+"""What a report may weigh: under 5 MB (decimal), with room for the explorers' framing."""
+# plotly.js alone is 4.8 MB. The explorers' data gets what the rest of the page leaves of
+# PAGE_BYTES (the rate explorer first, up to RATE_SHARE of it): more keys or clients, or a
+# longer span, only make the time buckets wider (tests/pipeline/test_report_size.py).
+RATE_SHARE = 0.6
+_RATE_POINT_BYTES = 6  # a bucket step and a value of at most three digits, with commas
+_THROTTLE_POINT_BYTES = 10  # a step and two values
+THROTTLE_CLIENTS = 300
+"""The most throttled clients the throttle explorer lists (their labels alone are ~35 bytes)."""
+_KEY = ["quota_type", "share_user", "share_client"]
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
@@ -24,7 +40,9 @@ table{border-collapse:collapse;font-size:.8rem;margin:.5rem 0}
 td,th{border:1px solid #ddd;padding:.2rem .5rem;text-align:right}
 td:first-child,th:first-child{text-align:left}
 .facts td{text-align:left}.muted{color:#777;font-size:.85rem}
-svg{max-width:100%;height:auto}
+.pick{display:block;margin:.8rem 0 .3rem;font-size:.9rem}
+.pick select{font-size:.9rem;max-width:40rem}
+.explorer{min-height:420px}
 """
 
 
@@ -36,10 +54,15 @@ class ReportInputs:
     ingest_report: Path | None = None
 
 
+_RATES = "\x00rates\x00"
+_THROTTLES = "\x00throttles\x00"
+
+
 def report(inputs: ReportInputs, out: str | Path) -> Path:
-    sections = [_overview(inputs), _top_entities(inputs), _rates(inputs)]
+    # The explorers are made last, with the bytes the rest of the page leaves them.
+    sections = [_overview(inputs), _top_entities(inputs), _RATES]
     if inputs.replay is not None:
-        sections.append(_replay(inputs.replay))
+        sections.append(_replay(inputs.replay, _THROTTLES))
     if inputs.recommendation is not None:
         sections.append(_recommendations(inputs.recommendation))
     if inputs.ingest_report is not None:
@@ -47,10 +70,18 @@ def report(inputs: ReportInputs, out: str | Path) -> Path:
     document = (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<title>quotagate usage report</title>"
-        f"<style>{_CSS}</style></head><body><h1>quotagate usage report</h1>"
+        f"<style>{_CSS}</style>{plots.plotly_script()}</head>"
+        "<body><h1>quotagate usage report</h1>"
         + "".join(sections)
+        + plots.explorer_script()
         + "</body></html>\n"
     )
+    left = max(0, PAGE_BYTES - len(document.encode()))
+    rates = _rates(inputs, int(left * RATE_SHARE) if inputs.replay is not None else left)
+    document = document.replace(_RATES, rates)
+    if inputs.replay is not None:
+        left = max(0, PAGE_BYTES - len(document.encode()))
+        document = document.replace(_THROTTLES, _throttles(inputs.replay, left))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(document, encoding="utf-8")
@@ -82,48 +113,63 @@ def _top_entities(inputs: ReportInputs) -> str:
     return (
         "<h2>Top entities by usage</h2><p class='muted'>Sustained rate = usage over the "
         "last quota.window.num − 1 windows, what Kafka's Rate measures; percentiles over "
-        "the windows in which the key was active.</p>" + plots.top_entities(entities)
+        "the windows in which the key was active. Pick the quota type above the chart; "
+        "hover a bar for its value.</p>" + plots.top_entities(entities)
     )
 
 
-def _rates(inputs: ReportInputs) -> str:
+def _rates(inputs: ReportInputs, byte_budget: int) -> str:
     entities = read_table(inputs.rollup / "entities")
+    if entities.empty:
+        return "<h2>Rate against quota over time</h2><p>No traffic.</p>"
     recommended = _recommended_by_key(inputs.recommendation)
-    picks = pd.concat(
-        [
-            entities[entities["quota_type"] == t].nlargest(n, "total")
-            for t, n in (("produce", 3), ("fetch", 2), ("controller_mutation", 1))
-        ]
+    windows = (
+        ds.dataset(str(inputs.rollup / "windows"), format="parquet")
+        .to_table(columns=[*_KEY, "window_start_ms", "sustained_rate"])
+        .to_pandas()
     )
-    if picks.empty:
-        return "<h2>Rate against quota</h2><p>No produce or fetch traffic.</p>"
-    frames: list[pd.DataFrame] = []
-    limits: dict[str, tuple[float | None, float | None]] = {}
-    windows = ds.dataset(str(inputs.rollup / "windows"), format="parquet")
-    for row in picks.itertuples(index=False):
-        label = f"{row.quota_type}: {plots.key_label(row.entity_user, row.entity_client)}"
-        table = windows.to_table(
-            columns=["window_start_ms", "sustained_rate"],
-            filter=(ds.field("quota_type") == row.quota_type)
-            & (ds.field("share_user") == row.share_user)
-            & (ds.field("share_client") == row.share_client),
-        ).to_pandas()
-        minute = (table["window_start_ms"] // 60_000) * 60_000
-        series = table.groupby(minute)["sustained_rate"].max().reset_index()
-        series.columns = ["minute_ms", "rate"]
-        series["label"] = label
-        frames.append(series)
-        current = None if pd.isna(row.quota_limit) else float(row.quota_limit)
-        limits[label] = (
-            current,
-            recommended.get((row.quota_type, row.share_user, row.share_client)),
+    windows[_KEY] = windows[_KEY].fillna("")
+    key_codes = windows.groupby(_KEY, sort=False).ngroup()
+    order = {quota_type: i for i, quota_type in enumerate(plots.UNITS)}
+    entities = entities.assign(
+        _order=entities["quota_type"].map(order).fillna(len(order))
+    ).sort_values(["_order", "total"], ascending=[True, False])
+    labels = [
+        plots.key_label(u, c)
+        for u, c in zip(entities["share_user"], entities["share_client"], strict=True)
+    ]
+
+    def build(points: int) -> dict[str, Any]:
+        grid = choose_grid(windows["window_start_ms"], key_codes, points)
+        series = sparse_series(
+            windows, grid, _KEY, "window_start_ms", {"v": ("sustained_rate", "max")}
         )
-    return "<h2>Rate against quota over time</h2>" + plots.rate_against_quota(
-        pd.concat(frames), limits, "busiest sharing keys"
+        items = []
+        for label, row in zip(labels, entities.itertuples(index=False), strict=True):
+            key = (row.quota_type, row.share_user or "", row.share_client or "")
+            items.append(
+                {
+                    "label": label,
+                    "group": row.quota_type,
+                    "q": None if pd.isna(row.quota_limit) else float(row.quota_limit),
+                    "r": recommended.get((row.quota_type, row.share_user, row.share_client)),
+                    **series.get(key, {"b": [], "e": 0, "v": []}),
+                }
+            )
+        return {"grid": grid.as_json(), "units": plots.UNITS, "items": items}
+
+    data = fit_to_budget(byte_budget, labels, _RATE_POINT_BYTES, build)
+    return (
+        "<h2>Rate against quota over time</h2><p class='muted'>Every sharing key, by quota "
+        f"type and busiest first. The line is the highest sustained rate in each "
+        f"{data['grid']['label']} bucket; drag on the plot or the slider under it to zoom in "
+        "time, double-click to zoom out.</p>"
+        + plots.explorer("qg-rates", f"Sharing key ({len(labels)})", data)
     )
 
 
-def _replay(replay_dir: Path) -> str:
+def _replay(replay_dir: Path, throttles: str) -> str:
+    """``throttles``: the per-client explorer (made later, with the page's bytes left)."""
     summary = read_json(replay_dir / "summary.json")
     entities = read_table(replay_dir / "entities")
     heatmap = read_table(replay_dir / "heatmap")
@@ -140,6 +186,7 @@ def _replay(replay_dir: Path) -> str:
     if not heatmap.empty and heatmap["throttle_ms"].sum() > 0:
         heatmap["label"] = heatmap["principal"] + " / " + heatmap["client_id"]
         parts.append(plots.throttle_heatmap(heatmap))
+    parts.append(throttles)
     worst = entities.nlargest(15, "total_throttle_ms")
     parts.append(
         _table(
@@ -157,6 +204,60 @@ def _replay(replay_dir: Path) -> str:
         )
     )
     return "".join(parts)
+
+
+def _throttles(replay_dir: Path, byte_budget: int) -> str:
+    """Recorded and replayed throttle of one client side by side, for the throttled ones."""
+    clients = len(read_table(replay_dir / "entities"))
+    table = ds.dataset(str(replay_dir / "requests"), format="parquet").to_table(
+        columns=["principal", "client_id", "ts_ms", "replay_ts_ms", "throttle_ms",
+                 "predicted_throttle_ms"],
+        filter=(pc.field("throttle_ms") > 0) | (pc.field("predicted_throttle_ms") > 0),
+    )  # fmt: skip
+    frame = table.to_pandas()
+    client = ["principal", "client_id"]
+    # A throttle is drawn when it happened: the gateway's at the recorded time, the replay's
+    # at the time the (closed-loop) replay read the request.
+    points = pd.concat(
+        [
+            frame[[*client, "ts_ms", "throttle_ms"]]
+            .rename(columns={"ts_ms": "t", "throttle_ms": "rec"})
+            .assign(pred=0),
+            frame[[*client, "replay_ts_ms", "predicted_throttle_ms"]]
+            .rename(columns={"replay_ts_ms": "t", "predicted_throttle_ms": "pred"})
+            .assign(rec=0),
+        ],
+        ignore_index=True,
+    )
+    points = points[(points["rec"] > 0) | (points["pred"] > 0)]
+    totals = (
+        points.groupby(client)[["pred", "rec"]].sum().sort_values(["pred", "rec"], ascending=False)
+    )
+    throttled = len(totals)
+    totals = totals.head(THROTTLE_CLIENTS)
+    points = points.merge(totals.index.to_frame(index=False), on=client)
+    key_codes = points.groupby(client, sort=False).ngroup()
+    labels = [f"{principal} / {client_id}" for principal, client_id in totals.index]
+
+    def build(budget_points: int) -> dict[str, Any]:
+        grid = choose_grid(points["t"], key_codes, budget_points)
+        series = sparse_series(
+            points, grid, client, "t", {"rec": ("rec", "sum"), "pred": ("pred", "sum")}
+        )
+        items = [
+            {"label": label, **series[key]} for label, key in zip(labels, totals.index, strict=True)
+        ]
+        return {"grid": grid.as_json(), "items": items}
+
+    data = fit_to_budget(byte_budget, labels, _THROTTLE_POINT_BYTES, build)
+    listed = f"all {throttled}" if throttled == len(labels) else f"the {len(labels)} most throttled"
+    return (
+        "<h3>Recorded and replayed throttle per client</h3><p class='muted'>"
+        f"{throttled} of {clients} clients were throttled by the gateway or in the replay; "
+        f"{listed} are listed. Throttle seconds summed per {data['grid']['label']} bucket; the "
+        "two agree where the candidate quotas are the ones the gateway ran with.</p>"
+        + plots.explorer("qg-throttles", f"Client ({len(labels)})", data)
+    )
 
 
 def _recommendations(quota_file: Path) -> str:

@@ -3,9 +3,10 @@
 A client may use a version only if both the upstream broker and the gateway handle it. The
 gateway handles every version kio models, minus those whose responses would carry broker
 endpoints inside record-bearing messages (rewriting them would mean decoding record
-batches), and passes API keys kio does not know through raw, as the upstream advertises
-them. APIs the gateway answers itself (SASL on the gateway, client quotas later) are
-advertised with the gateway's own range whether or not the upstream has them.
+batches), plus the versions Kafka 4.0 removed but Fetch v0-2, and passes API keys kio does
+not know through raw, as the upstream advertises them. APIs the gateway answers itself (SASL
+on the gateway, client quotas) are advertised with the gateway's own range whether or not
+the upstream has them.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ VERSION_CAPS: Final[Mapping[int, int]] = {
 # KIP-932 share-group data APIs carry NodeEndpoints in every version.
 NOT_ADVERTISED: Final = frozenset({api_keys.SHARE_FETCH, api_keys.SHARE_ACKNOWLEDGE})
 
+# The versions Kafka 4.0 removed are forwarded as they are (Produce v0-2, Fetch v3,
+# CreateTopics v0-1 and DeleteTopics v0 metered by hand) and so advertised, except Fetch v0-2:
+# a client under a fetch quota gets UNSUPPORTED_VERSION for them, which a client should never
+# be offered.
+_REMOVED_ADVERTISED_FROM: Final[Mapping[int, int]] = {api_keys.FETCH: 3}
+
 
 class VersionRange(NamedTuple):
     api_key: int
@@ -47,6 +54,8 @@ def gateway_range(api_key: int) -> range | None:
     versions = api_table.modelled_versions(api_key)
     if versions is None:
         return None
+    if api_table.removed_versions(api_key):
+        versions = range(_REMOVED_ADVERTISED_FROM.get(api_key, 0), versions.stop)
     cap = VERSION_CAPS.get(api_key)
     if cap is not None and cap < versions.stop - 1:
         return range(versions.start, cap + 1)

@@ -26,6 +26,7 @@ class ThrottleField(Enum):
     ABSENT = "absent"
     FIRST = "first"  # the first body field: it can be spliced in place
     INSIDE = "inside"  # elsewhere in the body: needs a decode and re-encode
+    LAST = "last"  # the last body field of a removed (non-flexible) version: spliced in place
 
 
 # Spec §6.3: the Java client pauses a node on a throttled response only from these versions.
@@ -79,6 +80,59 @@ _SELF_THROTTLE_FROM: Final[dict[int, int]] = {
 }
 
 
+# Versions Kafka 4.0 removed (KIP-896), which kio does not model. Every one of them predates
+# flexible versions (KIP-482), so their headers are known: request header v1, response header
+# v0. That is enough to read a request's acks, to answer one, or to pass it through.
+_REMOVED_BELOW: Final[dict[int, int]] = {
+    0: 3,  # Produce
+    1: 4,  # Fetch
+    2: 1,  # ListOffsets
+    8: 2,  # OffsetCommit
+    9: 1,  # OffsetFetch
+    19: 2,  # CreateTopics
+    20: 1,  # DeleteTopics
+    23: 2,  # OffsetForLeaderEpoch
+    27: 1,  # WriteTxnMarkers
+    29: 1,  # DescribeAcls
+    30: 1,  # CreateAcls
+    31: 1,  # DeleteAcls
+    32: 1,  # DescribeConfigs
+    34: 1,  # AlterReplicaLogDirs
+    35: 1,  # DescribeLogDirs
+    38: 1,  # CreateDelegationToken
+    39: 1,  # RenewDelegationToken
+    40: 1,  # ExpireDelegationToken
+    41: 1,  # DescribeDelegationToken
+}
+
+# Where those removed versions carry throttle_time_ms (Kafka's JSON schemas of 3.x): first in
+# the body for the admin APIs that had it from v0 and Fetch v1+, last for Produce v1-2 and the
+# delegation-token APIs. The others have none (a throttle there only mutes).
+_REMOVED_THROTTLE: Final[dict[int, tuple[int, ThrottleField]]] = {
+    0: (1, ThrottleField.LAST),
+    1: (1, ThrottleField.FIRST),
+    29: (0, ThrottleField.FIRST),
+    30: (0, ThrottleField.FIRST),
+    31: (0, ThrottleField.FIRST),
+    32: (0, ThrottleField.FIRST),
+    34: (0, ThrottleField.FIRST),
+    35: (0, ThrottleField.FIRST),
+    38: (0, ThrottleField.LAST),
+    39: (0, ThrottleField.LAST),
+    40: (0, ThrottleField.LAST),
+    41: (0, ThrottleField.LAST),
+}
+
+
+def removed_versions(api_key: int) -> range:
+    """The versions of ``api_key`` Kafka 4.0 removed (empty when none)."""
+    return range(_REMOVED_BELOW.get(api_key, 0))
+
+
+def is_removed(api_key: int, api_version: int) -> bool:
+    return 0 <= api_version < _REMOVED_BELOW.get(api_key, 0)
+
+
 def api_name(api_key: int) -> str:
     """kio's snake_case name of an API (``"produce"``), or ``"unknown_<key>"``."""
     name = api_key_map.get(api_key)
@@ -127,9 +181,10 @@ def response_schema(api_key: int, api_version: int) -> type[Entity]:
 
 @lru_cache(maxsize=4096)  # per request, bounded as is_modelled
 def request_header_version(api_key: int, api_version: int) -> int | None:
-    """2 for flexible requests, 1 otherwise; None for versions kio does not model."""
+    """2 for flexible requests, 1 otherwise; None for versions neither kio models nor Kafka
+    4.0 removed."""
     if not is_modelled(api_key, api_version):
-        return None
+        return 1 if is_removed(api_key, api_version) else None
     return 2 if request_schema(api_key, api_version).__flexible__ else 1
 
 
@@ -142,13 +197,16 @@ def response_header_version(api_key: int, api_version: int) -> int | None:
     if api_key == api_keys.API_VERSIONS:
         return 0
     if not is_modelled(api_key, api_version):
-        return None
+        return 0 if is_removed(api_key, api_version) else None
     return 1 if response_schema(api_key, api_version).__flexible__ else 0
 
 
 @cache
 def throttle_field(api_key: int, api_version: int) -> ThrottleField:
     if not is_modelled(api_key, api_version):
+        since, where = _REMOVED_THROTTLE.get(api_key, (0, ThrottleField.ABSENT))
+        if is_removed(api_key, api_version) and api_version >= since:
+            return where
         return ThrottleField.ABSENT
     names = [f.name for f in dataclasses.fields(response_schema(api_key, api_version))]
     if "throttle_time" not in names:

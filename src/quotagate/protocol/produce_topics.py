@@ -1,7 +1,8 @@
 """A Produce request's acks and bytes per topic, read without decoding or copying record batches.
 
 One flat pass over the request body (transactional id → acks → topics → partitions → record
-sets) of any Produce version from v3 returns the ``acks`` and each topic's total record-set
+sets) of any Produce version (v0-2, which Kafka 4.0 removed, have no ``transactional_id``;
+their header is known all the same) returns the ``acks`` and each topic's total record-set
 size, which is what Kafka's per-topic ``BytesInPerSec`` meter and the usage events' ``topics``
 column count. v13+ requests name topics by id; those are returned as the id's string form.
 
@@ -20,6 +21,7 @@ from quotagate.protocol.headers import HeaderError, RequestHeader, read_uvarint,
 
 _INT16 = Struct(">h")
 _INT32 = Struct(">i")
+_FIRST_WITH_TRANSACTIONAL_ID = 3
 _FIRST_FLEXIBLE = 9
 _FIRST_TOPIC_ID = 13
 
@@ -41,18 +43,19 @@ def read_produce(frame: bytes, header: RequestHeader) -> tuple[int, Topics]:
     offset = header.body_offset
     version = header.api_version
     if offset < 0:
-        raise HeaderError(f"produce v{version} is not modelled")
+        raise HeaderError(f"produce v{version} is not a known version")
     if version >= _FIRST_FLEXIBLE:
         return _read_flexible(frame, offset, version >= _FIRST_TOPIC_ID)
-    return _read_classic(frame, offset)
+    return _read_classic(frame, offset, version >= _FIRST_WITH_TRANSACTIONAL_ID)
 
 
-def _read_classic(frame: bytes, offset: int) -> tuple[int, Topics]:
-    """v3–v8: int16-prefixed strings, int32-prefixed arrays and bytes."""
+def _read_classic(frame: bytes, offset: int, transactional: bool) -> tuple[int, Topics]:
+    """v0–v8: int16-prefixed strings, int32-prefixed arrays and bytes."""
     end = len(frame)
-    if offset + 2 > end:
-        raise HeaderError("produce request truncated before transactional id")
-    offset += 2 + max(_INT16.unpack_from(frame, offset)[0], 0)
+    if transactional:
+        if offset + 2 > end:
+            raise HeaderError("produce request truncated before transactional id")
+        offset += 2 + max(_INT16.unpack_from(frame, offset)[0], 0)
     if offset + 2 > end:
         raise HeaderError("produce request truncated before acks")
     acks: int = _INT16.unpack_from(frame, offset)[0]

@@ -1,8 +1,9 @@
 """Reading and setting ``throttle_time_ms`` in a response frame.
 
-Where the field is the first of the body (most APIs) it is spliced in place without
-decoding; elsewhere (Produce, ApiVersions, a few others) the body is decoded and
-re-encoded with kio, which is fine for those small responses.
+Where the field is the first of the body (most APIs), or the last of a removed non-flexible
+version (Produce v1-2), it is spliced in place without decoding; elsewhere (Produce,
+ApiVersions, a few others) the body is decoded and re-encoded with kio, which is fine for
+those small responses.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from struct import Struct
 from quotagate.protocol import api_table
 from quotagate.protocol.api_table import ThrottleField
 from quotagate.protocol.codec import decode_response, replace_response_body
-from quotagate.protocol.headers import response_body_offset
+from quotagate.protocol.headers import HeaderError, response_body_offset
 
 _INT32 = Struct(">i")
 
@@ -23,12 +24,20 @@ def get_throttle_time_ms(frame: bytes, api_key: int, api_version: int) -> int:
     where = api_table.throttle_field(api_key, api_version)
     if where is ThrottleField.ABSENT:
         raise ValueError(f"api {api_key} v{api_version} has no throttle_time_ms")
-    if where is ThrottleField.FIRST:
-        offset = response_body_offset(frame, api_key, api_version)
+    if where is ThrottleField.FIRST or where is ThrottleField.LAST:
+        offset = _splice_offset(frame, api_key, api_version, where)
         value: int = _INT32.unpack_from(frame, offset)[0]
         return value
     response = decode_response(frame, api_key, api_version)
     return timedelta_ms(response.throttle_time)
+
+
+def _splice_offset(frame: bytes, api_key: int, api_version: int, where: ThrottleField) -> int:
+    body = response_body_offset(frame, api_key, api_version)
+    offset = len(frame) - 4 if where is ThrottleField.LAST else body
+    if offset < body or offset + 4 > len(frame):
+        raise HeaderError(f"api {api_key} v{api_version} response too short for throttle_time_ms")
+    return offset
 
 
 def timedelta_ms(value: datetime.timedelta) -> int:
@@ -41,10 +50,9 @@ def set_throttle_time_ms(frame: bytes, api_key: int, api_version: int, throttle_
     where = api_table.throttle_field(api_key, api_version)
     if where is ThrottleField.ABSENT:
         raise ValueError(f"api {api_key} v{api_version} has no throttle_time_ms")
-    if where is ThrottleField.FIRST:
-        offset = response_body_offset(frame, api_key, api_version)
+    if where is ThrottleField.FIRST or where is ThrottleField.LAST:
         spliced = bytearray(frame)
-        _INT32.pack_into(spliced, offset, throttle_ms)
+        _INT32.pack_into(spliced, _splice_offset(frame, api_key, api_version, where), throttle_ms)
         return bytes(spliced)
     response = decode_response(frame, api_key, api_version)
     updated = dataclasses.replace(

@@ -17,6 +17,7 @@ from quotagate.quota.entity import (
     QuotaEntity,
     QuotaLimits,
     SharingKey,
+    quota_source,
     sanitize_user,
 )
 from quotagate.quota.java import DOUBLE_MAX, UNBOUNDED, to_int32
@@ -41,6 +42,10 @@ class QuotaSensorState:
     value: float
     limit: float
     throttle_time_avg: float
+    throttle_ms_total: float
+    """Every throttle recorded on the key since its sensors were created (a counter)."""
+    source: str
+    """Which of Kafka's eight levels configures the key (``quota_source``)."""
 
 
 class ClientQuotaManager:
@@ -69,6 +74,9 @@ class ClientQuotaManager:
         self.throttled_channels: ThrottledChannels[Hashable] = ThrottledChannels()
         self._quota_sensors: dict[SharingKey, Sensor] = {}
         self._throttle_sensors: dict[SharingKey, Sensor] = {}
+        # Kafka's throttle-time Avg says how long throttles are, not how much of the time a
+        # key spends throttled; a running total lets a scraper take the rate of it.
+        self._throttle_totals: dict[SharingKey, float] = {}
         self._keys: dict[tuple[str, str], SharingKey] = {}
         self._users: dict[str, str] = {}
 
@@ -101,6 +109,12 @@ class ClientQuotaManager:
     def quota_limit(self, user: str, client_id: str) -> float:
         """The bound that applies to this client now (Long.MAX_VALUE when none)."""
         return self._limit_of(self.sharing_key(user, client_id))
+
+    def quota_applies(self, user: str, client_id: str) -> bool:
+        """Whether a configured quota of this kind bounds this client (at any entity level)."""
+        return self.quotas_enabled and (
+            self.limits.limit_for_key(self.sharing_key(user, client_id)) is not None
+        )
 
     def sharing_key(self, user: str, client_id: str) -> SharingKey:
         """The (user, client-id) tags of the rate this client is measured on."""
@@ -166,6 +180,7 @@ class ClientQuotaManager:
             return
         key = self.sharing_key(user, client_id)
         self._throttle_sensor(key, now_ms).record(throttle_ms, now_ms, check_quotas=False)
+        self._throttle_totals[key] = self._throttle_totals.get(key, 0.0) + throttle_ms
         self.throttled_channels.add(channel, throttle_ms, now_ms)
 
     def due_channels(self, now_ms: int) -> list[Hashable]:
@@ -201,6 +216,8 @@ class ClientQuotaManager:
                 value=metric.peek(now_ms),
                 limit=metric.config.quota.bound if metric.config.quota else UNBOUNDED,
                 throttle_time_avg=(throttle.metrics[0].peek(now_ms) if throttle else float("nan")),
+                throttle_ms_total=self._throttle_totals.get(key, 0.0),
+                source=quota_source(self.limits.source_for_key(key)),
             )
 
     def expire_sensors(self, now_ms: int) -> list[SharingKey]:
@@ -215,6 +232,7 @@ class ClientQuotaManager:
         for key, sensor in list(self._throttle_sensors.items()):
             if sensor.has_expired(now_ms, self.sensor_expiration_s):
                 del self._throttle_sensors[key]
+                self._throttle_totals.pop(key, None)
         return expired
 
     # -- internals -----------------------------------------------------------------------

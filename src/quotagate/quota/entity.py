@@ -147,25 +147,19 @@ class QuotaLimits:
 
     def limit_for_key(self, key: SharingKey) -> float | None:
         """The quota that applies to a sharing key, or None when nothing is configured."""
-        user, client_id = key
         limits = self._limits
-        if user and client_id:
-            candidates: tuple[QuotaEntity, ...] = (
-                QuotaEntity(user, client_id),
-                QuotaEntity(user, DEFAULT),
-                QuotaEntity(DEFAULT, client_id),
-                QuotaEntity(DEFAULT, DEFAULT),
-            )
-        elif user:
-            candidates = (QuotaEntity(user, None), QuotaEntity(DEFAULT, None))
-        elif client_id:
-            candidates = (QuotaEntity(None, client_id), QuotaEntity(None, DEFAULT))
-        else:
-            return None
-        for entity in candidates:
+        for entity in _candidates(key):
             value = limits.get(entity)
             if value is not None:
                 return value
+        return None
+
+    def source_for_key(self, key: SharingKey) -> QuotaEntity | None:
+        """The configured entity whose quota applies to a sharing key (its level), if any."""
+        limits = self._limits
+        for entity in _candidates(key):
+            if entity in limits:
+                return entity
         return None
 
     def key_of(self, entity: QuotaEntity) -> SharingKey | None:
@@ -175,3 +169,54 @@ class QuotaLimits:
         user = entity.user if isinstance(entity.user, str) else ""
         client_id = entity.client_id if isinstance(entity.client_id, str) else ""
         return (user, client_id)
+
+
+def _candidates(key: SharingKey) -> tuple[QuotaEntity, ...]:
+    """The entities that may configure a sharing key, most specific first (Kafka's order)."""
+    user, client_id = key
+    if user and client_id:
+        return (
+            QuotaEntity(user, client_id),
+            QuotaEntity(user, DEFAULT),
+            QuotaEntity(DEFAULT, client_id),
+            QuotaEntity(DEFAULT, DEFAULT),
+        )
+    if user:
+        return (QuotaEntity(user, None), QuotaEntity(DEFAULT, None))
+    if client_id:
+        return (QuotaEntity(None, client_id), QuotaEntity(None, DEFAULT))
+    return ()
+
+
+NO_SOURCE: Final = "none"
+"""The quota source of a sharing key no configured entity applies to (unbounded)."""
+
+
+def quota_source(entity: QuotaEntity | None) -> str:
+    """Which of Kafka's eight levels an entity is, in ``kafka-configs`` terms.
+
+    ``user+client-id`` is /config/users/<user>/clients/<client-id> (level 1), down to
+    ``default-client-id``, /config/clients/<default> (level 8). A small fixed set of
+    values, so it can label a metric without multiplying its series.
+    """
+    if entity is None:
+        return NO_SOURCE
+    parts = []
+    if entity.user is not None:
+        parts.append("default-user" if entity.user is DEFAULT else "user")
+    if entity.client_id is not None:
+        parts.append("default-client-id" if entity.client_id is DEFAULT else "client-id")
+    return "+".join(parts) or NO_SOURCE
+
+
+QUOTA_SOURCES: Final = (
+    "user+client-id",
+    "user+default-client-id",
+    "user",
+    "default-user+client-id",
+    "default-user+default-client-id",
+    "default-user",
+    "client-id",
+    "default-client-id",
+)
+"""Kafka's eight levels, in precedence order (docs: "Quotas" in Kafka's operations guide)."""

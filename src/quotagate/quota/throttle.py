@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from quotagate.quota.java import java_round
 from quotagate.quota.rate import Rate
 from quotagate.quota.sensor import QuotaViolation
@@ -18,6 +20,10 @@ def throttle_time(violation: QuotaViolation, now_ms: int) -> int:
         raise TypeError(f"metric {violation.metric.name} is not a Rate; cannot compute a throttle")
     window_ms = stat.window_size(violation.metric.config, now_ms)
     difference = violation.value - violation.bound
+    if violation.bound == 0:
+        # Java divides doubles by zero to infinity (a quota of 0 admits nothing); callers
+        # cap the result with bounded_throttle_time.
+        return java_round(math.copysign(math.inf, difference) * window_ms)
     return java_round(difference / violation.bound * window_ms)
 
 

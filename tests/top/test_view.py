@@ -1,0 +1,112 @@
+"""What ``quotagate top`` prints, and how it says an endpoint cannot be reached."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from quotagate.cli import app
+from quotagate.enforcement.metrics import QuotaCollector
+from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.settings import QuotaSettings
+from quotagate.store.quotas import Change
+from quotagate.top.model import KINDS, Row, Scrape, ThrottleHistory
+from quotagate.top.scrape import scrape
+from quotagate.top.view import frame, usage_bar
+
+NOW = 1_700_000_000_000
+
+
+def _text() -> str:
+    runtime = QuotaRuntime(QuotaSettings())
+    runtime.alter_client_quotas(
+        [
+            Change({"client-id": "greedy"}, "producer_byte_rate", 1000.0),
+            Change({"client-id": None}, "producer_byte_rate", 1e6),
+        ],
+        "t",
+        "t",
+    )
+    produce = runtime.managers.produce
+    produce.record_and_get_throttle_ms("ANONYMOUS", "greedy", 30_000, NOW)
+    produce.throttle("ANONYMOUS", "greedy", 1, 2000, NOW)
+    produce.record_and_get_throttle_ms("ANONYMOUS", "polite", 10, NOW)
+    runtime.clients.update({1: ("ANONYMOUS", "greedy")})
+    runtime.last_now_ms = NOW
+    runtime.tick(NOW)
+    registry = CollectorRegistry()
+    registry.register(QuotaCollector(runtime))
+    return generate_latest(registry).decode()
+
+
+def _plain(renderable: object) -> str:
+    console = Console(record=True, width=200, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_the_greedy_row_comes_first_over_quota_and_throttled() -> None:
+    picture, _ = frame([Scrape("http://gw/metrics", _text())], ThrottleHistory(10), 0.0)
+    lines = _plain(picture).splitlines()
+    assert "1/1 endpoints" in lines[0] and "2 of 2 sharing keys" in lines[0]
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines if "│" in line]
+    greedy, polite = rows
+    assert greedy[:2] == ["produce", "client-id=greedy"]
+    assert "300%" in greedy[2] and "3.0k/1.0k B/s" in greedy[2]
+    assert greedy[3:] == ["–", "2,000 ms", "1", "7 client-id", "OVER QUOTA THROTTLED"]
+    assert polite[1] == "client-id=polite" and "0%" in polite[2]
+    assert polite[3:] == ["–", "–", "0", "8 default-client-id", "ok"]
+
+
+def test_a_filter_that_matches_nothing_says_so() -> None:
+    picture, _ = frame([Scrape("u", _text())], ThrottleHistory(10), 0.0, pattern="nobody")
+    assert "no sharing key matches the filter" in _plain(picture)
+
+
+def test_the_bar_fills_to_the_quota_and_stops() -> None:
+    produce = KINDS[0]
+    half = _plain(usage_bar(Row(produce, "", "c", rate=500.0, quota=1000.0), width=10))
+    assert half.startswith("█████░░░░░") and "50%" in half
+    over = _plain(usage_bar(Row(produce, "", "c", rate=4000.0, quota=1000.0), width=10))
+    assert over.startswith("██████████ ") and "400%" in over
+    assert "no quota" in _plain(usage_bar(Row(produce, "", "c", rate=5.0), width=10))
+
+
+def _dead_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_an_unreachable_endpoint_is_a_sentence() -> None:
+    url = f"http://127.0.0.1:{_dead_port()}/metrics"
+    result = scrape(url, 1.0)
+    assert result.text is None and result.error is not None
+    assert "connection refused" in result.error
+    picture, _ = frame([result], ThrottleHistory(10), 0.0)
+    assert f"unreachable: {url}: connection refused" in _plain(picture)
+
+
+def test_the_command_says_what_is_unreachable_without_a_traceback() -> None:
+    port = _dead_port()
+    result = CliRunner().invoke(app, ["top", "--once", "--metrics", f"127.0.0.1:{port}"])
+    assert result.exit_code == 1
+    assert f"http://127.0.0.1:{port}/metrics" in result.output
+    assert "connection refused" in result.output
+    assert "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit)  # typer.Exit(1), not an error
+
+
+def test_a_config_without_metrics_is_refused_with_a_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("q.toml").write_text('[upstream]\n"bootstrap.servers" = "127.0.0.1:9092"\n')
+    result = CliRunner().invoke(app, ["top", "--once", "--config", "q.toml"])
+    assert result.exit_code == 2
+    assert "q.toml has no [metrics] listen" in result.output
