@@ -6,10 +6,12 @@
 A :class:`ClientConnection` of a real :class:`Gateway` (its built-in stages, and the quota
 plug-in where the mode has one) is fed request frames as its client transport would deliver
 them, and the matching response frames as its upstream link would. Both transports are
-in-memory stand-ins that accept writes and drop them: there is no socket, no syscall and no
-event-loop turn per request, so the figure is the CPU time of the gateway's own Python
-(framing, header, stages, quota engine, metrics, usage events) and travels between machines
-better than a live run does. What the kernel adds on a real connection is not in it.
+in-memory stand-ins that accept writes and drop them: no request goes through a socket
+(the listener listens only so that a Metadata response can open the broker's port), there
+is no syscall and no event-loop turn per request, so the figure is the CPU time of the
+gateway's own Python (framing, header, stages, quota engine, metrics, usage events) and
+travels between machines better than a live run does. What the kernel adds on a real
+connection is not in it.
 
 Per API (Produce v9, 215 B, acks=1, one topic and partition; Fetch v12 of one partition
 answered with 1 KiB of records; Metadata v12 of every topic, three partitions, one broker)
@@ -359,6 +361,10 @@ class Bench:
             await plugin.start()
         for stage in self.gateway.chain.stages:
             await stage.start()
+        # Listening, so that a Metadata response can open the broker's port; no request of
+        # the benchmark goes through a socket.
+        for listener in self.gateway.listeners.values():
+            await listener.start()
         links: list[Any] = []
 
         async def open_upstream(
