@@ -19,8 +19,8 @@ class _Events:
     def __init__(self) -> None:
         self.events: list[UsageEvent] = []
 
-    def submit(self, event: UsageEvent) -> None:
-        self.events.append(event)
+    def add(self, row: tuple[object, ...]) -> None:
+        self.events.append(UsageEvent(*row))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

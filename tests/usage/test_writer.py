@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
 import pyarrow.dataset as ds
 
-from quotagate.usage.schema import USAGE_SCHEMA, UsageEvent
+from quotagate.usage.schema import USAGE_COLUMNS, USAGE_SCHEMA, UsageEvent
 from quotagate.usage.writer import UsageWriter, UsageWriterSettings
 
 
@@ -52,3 +53,21 @@ def test_usage_writer_drops_instead_of_blocking(tmp_path: Path) -> None:
     assert writer.dropped == 10_000 - accepted > 0
     assert writer.written == accepted
     assert not writer.submit(_event(1_700_000_000_000))
+
+
+def test_a_row_is_a_usage_event_in_column_order() -> None:
+    # The gateway adds rows, not events: the two must line up field for field.
+    assert tuple(f.name for f in dataclasses.fields(UsageEvent)) == USAGE_COLUMNS
+
+
+def test_flush_hands_a_partial_batch_to_the_writer_thread(tmp_path: Path) -> None:
+    writer = UsageWriter(UsageWriterSettings(tmp_path, "g", flush_interval_s=0.05))
+    assert writer.add(dataclasses.astuple(_event(1_700_000_000_000, 1)))
+    writer.flush()
+    deadline = time.monotonic() + 30
+    while writer.written < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert writer.written == 1, "written while the writer is still open"
+    writer.close()
+    table = ds.dataset(tmp_path, format="parquet", partitioning="hive").to_table()
+    assert table.column("client_id").to_pylist() == ["c1"]

@@ -33,7 +33,6 @@ from quotagate.protocol import api_keys, api_table, removed_versions
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
-from quotagate.protocol.produce_topics import produce_topic_bytes
 from quotagate.quota import TopicBytesInQuota
 
 log = logging.getLogger(__name__)
@@ -67,9 +66,8 @@ class ProduceQuotaStage(Stage):
         )
         if refuse_unmodelled(exchange, applies) or header.body_offset < 0:
             return  # closed, or a version newer than the gateway knows, unbounded: forwarded
-        frame = exchange.request_frame
+        ticket.topics = exchange.produce_topics()
         ticket.acks = exchange.acks
-        ticket.topics = produce_topic_bytes(frame, header)
         ticket.produce_ms = runtime.managers.produce.record_and_get_throttle_ms(
             ticket.user, ticket.client_id, ticket.request_bytes, ticket.now_ms
         )

@@ -300,16 +300,20 @@ class QuotaRuntime:
     def ticket(self, exchange: Exchange) -> QuotaTicket:
         ticket = exchange.get(TICKET_KEY)
         if ticket is None:
-            now_ms = self.stamps.stamp(exchange.connection.connection_id, exchange.received_ms)
-            self.last_now_ms = max(self.last_now_ms, now_ms)
-            ticket = QuotaTicket(
-                now_ms=now_ms,
-                user=principal_user(exchange.principal),
-                client_id=exchange.header.client_id or "",
-                request_bytes=len(exchange.request_frame) - 4,
-            )
-            exchange.put(TICKET_KEY, ticket)
-            self.clients[exchange.connection.connection_id] = (ticket.user, ticket.client_id)
+            ticket = self._open_ticket(exchange)
+        return ticket
+
+    def _open_ticket(self, exchange: Exchange) -> QuotaTicket:
+        now_ms = self.stamps.stamp(exchange.connection.connection_id, exchange.received_ms)
+        self.last_now_ms = max(self.last_now_ms, now_ms)
+        ticket = QuotaTicket(
+            now_ms,
+            principal_user(exchange.connection.principal),
+            exchange.header.client_id or "",
+            len(exchange.request_frame) - 4,
+        )
+        exchange.put(TICKET_KEY, ticket)
+        self.clients[exchange.connection.connection_id] = (ticket.user, ticket.client_id)
         return ticket
 
     def connection_closed(self, connection_id: int) -> None:
@@ -320,6 +324,8 @@ class QuotaRuntime:
         if ticket.finished:
             return
         ticket.finished = True
+        if self.usage is None and not self._may_throttle(ticket):
+            return  # nothing below would record, throttle or write anything
         now_ms = ticket.now_ms
         api_key = exchange.api_key
         charging = ticket.charging(api_key, exchange.api_version)
@@ -352,8 +358,8 @@ class QuotaRuntime:
             exchange.mute(throttle_ms)
         usage = self.usage
         if usage is not None:
-            usage.submit(
-                ticket.usage_event(
+            usage.add(
+                ticket.usage_row(
                     exchange,
                     self.gateway_id,
                     gateway_us,
@@ -362,6 +368,17 @@ class QuotaRuntime:
                     cause,
                 )
             )
+
+    def _may_throttle(self, ticket: QuotaTicket) -> bool:
+        """Whether settling could record or throttle: a request-time quota is configured
+        (it records every request, exempt or not) or another quota already throttled."""
+        return (
+            self.managers.request.quotas_enabled
+            or ticket.produce_ms > 0
+            or ticket.topic_bytes_in_ms > 0
+            or ticket.fetch_ms > 0
+            or ticket.mutation_quota is not None
+        )
 
     def _throttle(self, exchange: Exchange, ticket: QuotaTicket, cause: Cause, ms: int) -> None:
         """Record the throttle in the winning quota's throttle-time sensor only (spec §6.1)."""
@@ -385,6 +402,8 @@ class QuotaRuntime:
         """Release ended throttles, drop idle sensors, pick up store changes, refresh metrics."""
         self.managers.tick(wall_ms)
         self.stamps.forget_before(wall_ms)
+        if self.usage is not None:
+            self.usage.flush()
         store = self.store
         if store is not None and store.data_version() != self._store_version:
             self.reload_store()

@@ -15,7 +15,9 @@ class StageChain:
     def __init__(self, stages: Sequence[Stage]) -> None:
         self._stages = tuple(stages)
         self._by_key: dict[int, tuple[Stage, ...]] = {}
-        self._responders: dict[int, frozenset[Stage]] = {}
+        # Per API key, indexed by how many stages saw the request: the stages to run on its
+        # response, in order. Built with the request stages, so a response costs an index.
+        self._responders: dict[int, tuple[tuple[Stage, ...], ...]] = {}
         self._upstream_keys: frozenset[int] = frozenset()
         self.local_apis: dict[int, range] = {}
         for stage in self._stages:
@@ -46,15 +48,19 @@ class StageChain:
                 s for s in self._stages if s.request_keys is None or api_key in s.request_keys
             )
             self._by_key[api_key] = stages
-            self._responders[api_key] = frozenset(
+            responders = [
                 s for s in stages if s.response_keys is None or api_key in s.response_keys
+            ]
+            self._responders[api_key] = tuple(
+                tuple(s for s in reversed(stages[:seen]) if s in responders)
+                for seen in range(len(stages) + 1)
             )
         return stages
 
-    def response_stages(self, api_key: int, seen: int) -> list[Stage]:
+    def response_stages(self, api_key: int, seen: int) -> tuple[Stage, ...]:
         """Stages to run on a response, given that the first ``seen`` saw the request."""
-        responders = self._responders.get(api_key)
-        if not responders:
-            return []
-        stages = self._by_key[api_key][:seen]
-        return [s for s in reversed(stages) if s in responders]
+        by_seen = self._responders.get(api_key)
+        if by_seen is None:
+            self.request_stages(api_key)
+            by_seen = self._responders[api_key]
+        return by_seen[seen]

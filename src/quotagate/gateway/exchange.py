@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from quotagate.protocol import api_keys, codec, throttle_time
 from quotagate.protocol.headers import HeaderError, RequestHeader
 from quotagate.protocol.produce import produce_acks
+from quotagate.protocol.produce_topics import read_produce
 
 T = TypeVar("T")
 
@@ -48,6 +49,10 @@ class Outcome(Enum):
     CLOSE = "close"
 
 
+# Bound once: an Enum attribute lookup costs ~0.2 µs on CPython 3.11, and this is per request.
+_FORWARD = Outcome.FORWARD
+
+
 class StateKey(Generic[T]):
     """A typed slot of per-request scratch state; each stage module makes its own at import,
     so two stages can never clash on a name, and what comes out has the type that went in."""
@@ -66,9 +71,12 @@ class Exchange:
 
     __slots__ = (
         "_acks",
+        "_produce_topics",
         "_request_body",
         "_response_body",
         "_state",
+        "_state_key",
+        "_state_value",
         "close_after_response",
         "close_reason",
         "connection",
@@ -102,7 +110,7 @@ class Exchange:
         """Wall-clock epoch milliseconds when the request was read."""
         self.received_ns = received_ns
         """Monotonic nanoseconds when the request was read."""
-        self.outcome = Outcome.FORWARD
+        self.outcome = _FORWARD
         self.response_frame: bytes | None = None
         """The response to send, size prefix included; None while pending or if none."""
         self.mute_ms = 0
@@ -114,18 +122,30 @@ class Exchange:
         self.upstream_ns = 0
         """Monotonic nanoseconds between forwarding and the upstream response (0 if local)."""
         self.stages_seen = 0
+        # The first piece of state lives in two slots, the rest in a dict made on demand:
+        # most requests carry exactly one (the quota ticket), and a dict per request costs.
+        self._state_key: StateKey[Any] | None = None
+        self._state_value: Any = None
         self._state: dict[StateKey[Any], Any] | None = None
         self._request_body: Any = None
         self._acks: int | None = None
+        self._produce_topics: list[tuple[str, int]] | None = None
         self._response_body: Any = None
 
     def get(self, key: StateKey[T]) -> T | None:
         """What a stage put under ``key`` for this request, or None."""
+        if key is self._state_key:
+            value: T = self._state_value
+            return value
         state = self._state
         return None if state is None else state.get(key)
 
     def put(self, key: StateKey[T], value: T) -> None:
         """Carry ``value`` from the request to its response (or to a later stage)."""
+        if self._state_key is None or key is self._state_key:
+            self._state_key = key
+            self._state_value = value
+            return
         if self._state is None:
             self._state = {}
         self._state[key] = value
@@ -157,6 +177,19 @@ class Exchange:
             self._acks = produce_acks(self.request_frame, self.header)
         return self._acks
 
+    def produce_topics(self) -> list[tuple[str, int]]:
+        """A Produce request's record bytes per topic (request order, a topic listed twice
+        summed once), read from the raw bytes once, in the same pass as its ``acks``.
+
+        Raises :class:`quotagate.protocol.headers.HeaderError` like :attr:`acks`, and for a
+        body that ends early.
+        """
+        if self._produce_topics is None:
+            if self.header.api_key != api_keys.PRODUCE:
+                raise HeaderError(f"api {self.header.api_key} has no produce topics")
+            self._acks, self._produce_topics = read_produce(self.request_frame, self.header)
+        return self._produce_topics
+
     def request_body(self) -> Any:
         """The request body as a kio entity, decoded on first use.
 
@@ -172,11 +205,13 @@ class Exchange:
             body, self.header.correlation_id, self.header.client_id
         )
         self._request_body = body
+        self._produce_topics = None  # read from the new bytes if asked again
 
     def replace_request_frame(self, frame: bytes) -> None:
         """Forward ``frame`` (a whole request frame, same header) instead."""
         self.request_frame = frame
         self._request_body = None
+        self._produce_topics = None
 
     def respond(self, body: Any) -> None:
         """Answer locally with ``body`` (a kio response entity); nothing is forwarded."""

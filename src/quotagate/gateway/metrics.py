@@ -1,15 +1,25 @@
 """Prometheus metrics of one gateway: connections, requests and bytes by API, upstream latency.
 
-Each gateway owns its registry (tests run several in one process). Labelled children are
-cached per API key so the per-request cost is a few attribute lookups and increments.
+Each gateway owns its registry (tests run several in one process). The per-request series
+(requests, bytes and upstream latency by API) are plain integers and floats on an
+:class:`ApiMetrics` per API key, bumped by the event loop with no lock and no label look-up,
+and exported at scrape time by :class:`ApiCollector` under the names and labels a
+``prometheus_client`` Counter and Histogram would give them. The scrape thread only reads
+them: a scrape may see one request counted whose bytes are not yet, never a torn number.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Final, cast
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import prometheus_client.metrics
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from quotagate.protocol.api_table import api_name
 
@@ -20,14 +30,81 @@ _LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
     2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip
+_BOUNDS: Final = (*_LATENCY_BUCKETS, float("inf"))
+_go_string = cast("Callable[[float], str]", floatToGoString)  # untyped upstream
+_LE: Final = tuple(_go_string(bound) for bound in _BOUNDS)
 
 
-@dataclass(slots=True)
 class ApiMetrics:
-    requests: Counter
-    request_bytes: Counter
-    response_bytes: Counter
-    upstream_latency: Histogram
+    """One API's per-request series, as plain numbers the event loop bumps in place."""
+
+    __slots__ = (
+        "created",
+        "latency_buckets",
+        "latency_sum",
+        "name",
+        "request_bytes",
+        "requests",
+        "response_bytes",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.created = time.time()
+        self.requests = 0
+        self.request_bytes = 0
+        self.response_bytes = 0
+        self.latency_buckets = [0] * len(_BOUNDS)
+        """Observations per bucket (not cumulative), the last one +Inf."""
+        self.latency_sum = 0.0
+
+    def observe_latency(self, seconds: float) -> None:
+        # A Prometheus bucket counts values <= its bound: the first bound >= the value.
+        self.latency_buckets[bisect_left(_BOUNDS, seconds)] += 1
+        self.latency_sum += seconds
+
+
+class ApiCollector(Collector):
+    """Exports every :class:`ApiMetrics` as the Counter / Histogram families they replace."""
+
+    def __init__(self, by_api: dict[int, ApiMetrics]) -> None:
+        self._by_api = by_api
+
+    def collect(self) -> Iterator[Metric]:
+        apis = list(self._by_api.values())  # one C-level copy: the loop may add an API now
+        # Read at scrape time, as prometheus_client's own metrics do.
+        created = getattr(prometheus_client.metrics, "_use_created", True)
+        for name, documentation, attribute in _COUNTERS:
+            family = Metric(name, documentation, "counter")
+            for api in apis:
+                labels = {"api": api.name}
+                family.add_sample(f"{name}_total", labels, float(getattr(api, attribute)))
+                if created:
+                    family.add_sample(f"{name}_created", labels, api.created)
+            yield family
+        name = "quotagate_upstream_latency_seconds"
+        family = Metric(
+            name, "Time from forwarding a request upstream to receiving its response", "histogram"
+        )
+        for api in apis:
+            counts = list(api.latency_buckets)
+            total = api.latency_sum
+            cumulative = 0.0
+            for le, count in zip(_LE, counts, strict=True):
+                cumulative += count
+                family.add_sample(f"{name}_bucket", {"api": api.name, "le": le}, cumulative)
+            family.add_sample(f"{name}_count", {"api": api.name}, cumulative)
+            family.add_sample(f"{name}_sum", {"api": api.name}, total)
+            if created:
+                family.add_sample(f"{name}_created", {"api": api.name}, api.created)
+        yield family
+
+
+_COUNTERS: Final = (
+    ("quotagate_requests", "Requests received", "requests"),
+    ("quotagate_request_bytes", "Request bytes received, size prefix included", "request_bytes"),
+    ("quotagate_response_bytes", "Response bytes sent, size prefix included", "response_bytes"),
+)
 
 
 class GatewayMetrics:
@@ -70,20 +147,8 @@ class GatewayMetrics:
             "quotagate_upstream_connect_failures", "Failed upstream connection attempts",
             registry=r,
         )  # fmt: skip
-        self._requests = Counter("quotagate_requests", "Requests received", ["api"], registry=r)
-        self._request_bytes = Counter(
-            "quotagate_request_bytes", "Request bytes received, size prefix included", ["api"],
-            registry=r,
-        )  # fmt: skip
-        self._response_bytes = Counter(
-            "quotagate_response_bytes", "Response bytes sent, size prefix included", ["api"],
-            registry=r,
-        )  # fmt: skip
-        self._upstream_latency = Histogram(
-            "quotagate_upstream_latency_seconds",
-            "Time from forwarding a request upstream to receiving its response",
-            ["api"], buckets=_LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
+        self._by_api: dict[int, ApiMetrics] = {}
+        r.register(ApiCollector(self._by_api))
         # Read from the pool at scrape time: nothing on the per-request path.
         self.memory_pool_used = Gauge(
             "quotagate_memory_pool_used_bytes",
@@ -94,7 +159,6 @@ class GatewayMetrics:
             "Connections not read because the queued.max.request.bytes pool is exhausted",
             registry=r,
         )  # fmt: skip
-        self._by_api: dict[int, ApiMetrics] = {}
 
     def bind_memory_pool(self, pool: MemoryPool) -> None:
         self.memory_pool_used.set_function(lambda: pool.used)
@@ -103,12 +167,5 @@ class GatewayMetrics:
     def api(self, api_key: int) -> ApiMetrics:
         metrics = self._by_api.get(api_key)
         if metrics is None:
-            name = api_name(api_key)
-            metrics = ApiMetrics(
-                self._requests.labels(name),
-                self._request_bytes.labels(name),
-                self._response_bytes.labels(name),
-                self._upstream_latency.labels(name),
-            )
-            self._by_api[api_key] = metrics
+            metrics = self._by_api[api_key] = ApiMetrics(api_name(api_key))
         return metrics

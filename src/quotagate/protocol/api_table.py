@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from enum import Enum
-from functools import cache
+from functools import cache, lru_cache
 from typing import Final
 
 from kio.index import load_request_schema, load_response_schema
@@ -159,6 +159,9 @@ def modelled_versions(api_key: int) -> range | None:
     return range(versions[0], versions[-1] + 1)
 
 
+# Asked per request (the header parser, stages that read a body) with whatever key and
+# version a client sent: bounded, so garbage headers cannot grow the cache without end.
+@lru_cache(maxsize=4096)
 def is_modelled(api_key: int, api_version: int) -> bool:
     versions = modelled_versions(api_key)
     return versions is not None and api_version in versions
@@ -176,6 +179,7 @@ def response_schema(api_key: int, api_version: int) -> type[Entity]:
     return schema
 
 
+@lru_cache(maxsize=4096)  # per request, bounded as is_modelled
 def request_header_version(api_key: int, api_version: int) -> int | None:
     """2 for flexible requests, 1 otherwise; None for versions neither kio models nor Kafka
     4.0 removed."""

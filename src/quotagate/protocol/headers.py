@@ -6,9 +6,8 @@ here counts from the first byte of the prefix.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from struct import Struct
-from typing import Final
+from typing import Any, Final
 
 from quotagate.protocol import api_table
 from quotagate.protocol.errors import ProtocolError
@@ -26,14 +25,50 @@ class HeaderError(ProtocolError):
     reason = "bad_header"
 
 
-@dataclass(frozen=True, slots=True)
 class RequestHeader:
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    body_offset: int
-    """Where the body starts in the frame, or -1 for a version kio does not model."""
+    """A request's header; immutable by convention (one is made per request, and a frozen
+    dataclass's ``object.__setattr__`` per field costs more than parsing the header)."""
+
+    __slots__ = ("api_key", "api_version", "body_offset", "client_id", "correlation_id")
+
+    def __init__(
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        client_id: str | None,
+        body_offset: int,
+    ) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.body_offset = body_offset
+        """Where the body starts in the frame, or -1 for a version kio does not model."""
+
+    def _fields(self) -> tuple[int, int, int, str | None, int]:
+        return (
+            self.api_key,
+            self.api_version,
+            self.correlation_id,
+            self.client_id,
+            self.body_offset,
+        )
+
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, RequestHeader):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (
+            f"RequestHeader(api_key={self.api_key}, api_version={self.api_version}, "
+            f"correlation_id={self.correlation_id}, client_id={self.client_id!r}, "
+            f"body_offset={self.body_offset})"
+        )
 
 
 def parse_request_header(frame: bytes) -> RequestHeader:
@@ -65,7 +100,10 @@ def parse_request_header(frame: bytes) -> RequestHeader:
     if header_version is None:
         offset = -1
     elif header_version >= 2:
-        offset = skip_tagged_fields(frame, offset)
+        if offset < len(frame) and frame[offset] == 0:
+            offset += 1  # no tagged fields, the usual case
+        else:
+            offset = skip_tagged_fields(frame, offset)
     return RequestHeader(api_key, api_version, correlation_id, client_id, offset)
 
 

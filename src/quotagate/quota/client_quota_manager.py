@@ -78,6 +78,9 @@ class ClientQuotaManager:
         # key spends throttled; a running total lets a scraper take the rate of it.
         self._throttle_totals: dict[SharingKey, float] = {}
         self._keys: dict[tuple[str, str], SharingKey] = {}
+        # The configured bound per client, asked on every metered request (a look-up walks
+        # up to four entity levels); emptied with _keys whenever a quota changes.
+        self._bounds: dict[tuple[str, str], float | None] = {}
         self._users: dict[str, str] = {}
 
     # -- configuration -------------------------------------------------------------------
@@ -91,6 +94,7 @@ class ClientQuotaManager:
         entity = QuotaEntity.of(user, client_id)
         self.limits.set(entity, value)
         self._keys.clear()
+        self._bounds.clear()
         single_key = self.limits.key_of(entity) if self.limits.single_kind else None
         if single_key is not None:
             sensor = self._quota_sensors.get(single_key)
@@ -112,9 +116,16 @@ class ClientQuotaManager:
 
     def quota_applies(self, user: str, client_id: str) -> bool:
         """Whether a configured quota of this kind bounds this client (at any entity level)."""
-        return self.quotas_enabled and (
-            self.limits.limit_for_key(self.sharing_key(user, client_id)) is not None
+        return self.quotas_enabled and self._configured_bound(user, client_id) is not None
+
+    def _configured_bound(self, user: str, client_id: str) -> float | None:
+        cache_key = (user, client_id)
+        if cache_key in self._bounds:
+            return self._bounds[cache_key]
+        bound = self._bounds[cache_key] = self.limits.limit_for_key(
+            self.sharing_key(user, client_id)
         )
+        return bound
 
     def sharing_key(self, user: str, client_id: str) -> SharingKey:
         """The (user, client-id) tags of the rate this client is measured on."""
@@ -129,7 +140,7 @@ class ClientQuotaManager:
         """The most a client may use in one quota window: caps a consumer fetch's max bytes."""
         if not self.quotas_enabled:
             return DOUBLE_MAX
-        limit = self.limits.limit_for_key(self.sharing_key(user, client_id))
+        limit = self._configured_bound(user, client_id)
         if limit is None:
             return DOUBLE_MAX
         return limit * (self.window_num - 1) * self.window_size_s

@@ -14,8 +14,24 @@ makes "is anything obsolete?" and "when did the oldest sample start?" cheap.
 from __future__ import annotations
 
 import math
+import sys
+from typing import Final
 
 from quotagate.quota.metric_config import MetricConfig
+
+# Sums must add left to right in doubles, as Java's loop does. CPython's builtin sum did
+# exactly that from a float start until 3.12, which compensates rounding: before 3.12 the
+# C loop is used (every quota check measures a sum), from 3.12 a Python loop.
+_BUILTIN_SUM_IS_JAVAS: Final = sys.version_info < (3, 12)
+
+
+def _java_sum(values: list[float]) -> float:
+    if _BUILTIN_SUM_IS_JAVAS:
+        return sum(values, 0.0)
+    total = 0.0
+    for value in values:
+        total += value
+    return total
 
 
 class SampledStat:
@@ -131,11 +147,7 @@ class WindowedSum(SampledStat):
         return current + value
 
     def _combine(self) -> float:
-        # Left to right, as Java's loop adds; builtin sum() may compensate on newer Pythons.
-        total = 0.0
-        for value in self.values:
-            total += value
-        return total
+        return _java_sum(self.values)
 
 
 class WindowedCount(WindowedSum):
@@ -162,10 +174,7 @@ class Avg(SampledStat):
         count = sum(self.counts)
         if not count:
             return math.nan
-        total = 0.0
-        for value in self.values:
-            total += value
-        return total / count
+        return _java_sum(self.values) / count
 
 
 class Max(SampledStat):

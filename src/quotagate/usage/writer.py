@@ -1,11 +1,16 @@
 """Writing usage events as Parquet, off the event loop, with bounded memory.
 
-The gateway hands each event to :meth:`UsageWriter.submit`, which never blocks: events go
-into a bounded queue, and when the queue is full the event is dropped, counted and (at most
-once every few seconds) logged, because a slow disk must never slow the data path. A
-background thread drains the queue into one open file per ``date=YYYY-MM-DD/hour=HH``
-partition and rolls files by age and by size. Files are written under a hidden ``.name``
-and renamed when complete, so readers only ever see whole Parquet files.
+The gateway hands each event to :meth:`UsageWriter.add` as a row tuple in the columns'
+order (:data:`quotagate.usage.schema.USAGE_COLUMNS`), which never blocks: rows are appended
+to a batch, and a full batch is handed to a background thread whole, so the event loop pays
+a tuple and a list append per event, and a queue hand-over per few thousand. When the writer
+thread falls so far behind that ``queue_size`` events wait for it, new events are dropped,
+counted and (at most once every few seconds) logged, because a slow disk must never slow the
+data path. A batch that is not full is handed over by :meth:`UsageWriter.flush`, which the
+gateway calls every housekeeping tick (once a second). The thread groups rows into one open
+file per ``date=YYYY-MM-DD/hour=HH`` partition and rolls files by age and by size. Files are
+written under a hidden ``.name`` and renamed when complete, so readers only ever see whole
+Parquet files.
 """
 
 from __future__ import annotations
@@ -17,21 +22,25 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from quotagate.usage.schema import USAGE_COLUMNS, USAGE_SCHEMA, UsageEvent
+from quotagate.usage.schema import USAGE_SCHEMA, UsageEvent
 
 log = logging.getLogger(__name__)
 
 _STOP: Final = object()
 _DROP_LOG_INTERVAL_S: Final = 5.0
-_TOPIC_FIELDS: Final = ("topic", "bytes")
+_BATCH_ROWS: Final = 2048
+_HOUR_MS: Final = 3_600_000
+
+UsageRow = tuple[Any, ...]
+"""One usage event: its values in :data:`quotagate.usage.schema.USAGE_COLUMNS` order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +57,11 @@ class UsageWriterSettings:
     """Buffered rows are written at least this often."""
     queue_size: int = 200_000
     """Events held in memory waiting for the writer thread; beyond that they are dropped."""
+
+    @property
+    def batch_rows(self) -> int:
+        """Rows handed to the writer thread at once (at most half of ``queue_size``)."""
+        return max(1, min(_BATCH_ROWS, self.queue_size // 2))
 
 
 class _OpenFile:
@@ -68,13 +82,19 @@ class _OpenFile:
 
 
 class UsageWriter:
-    """Thread-backed Parquet writer; ``submit`` from any thread, ``close`` once."""
+    """Thread-backed Parquet writer: ``add``/``submit``/``flush`` from one thread (the event
+    loop), ``close`` once, from any thread, after the last ``add``."""
 
     def __init__(self, settings: UsageWriterSettings) -> None:
         self.settings = settings
-        self._queue: queue.Queue[object] = queue.Queue(settings.queue_size)
-        self._buffers: dict[tuple[str, str], list[UsageEvent]] = {}
-        self._files: dict[tuple[str, str], _OpenFile] = {}
+        self._batch_rows = settings.batch_rows
+        # Batches waiting for the thread plus the one being filled hold at most queue_size.
+        self._queue: queue.Queue[object] = queue.Queue(
+            max(1, settings.queue_size // self._batch_rows - 1)
+        )
+        self._batch: list[UsageRow] = []
+        self._buffers: dict[int, list[UsageRow]] = {}  # by hour since the epoch
+        self._files: dict[int, _OpenFile] = {}
         self._sequence = 0
         self.dropped = 0
         self.written = 0
@@ -86,35 +106,65 @@ class UsageWriter:
 
     # -- producer side (event loop) --------------------------------------------------------
 
-    def submit(self, event: UsageEvent) -> bool:
-        """Queue ``event``; False (and counted) if the queue is full or the writer closed."""
+    def add(self, row: UsageRow) -> bool:
+        """Take one event; False (and counted) if the writer is that far behind or closed."""
         if self._closed:
             self.dropped += 1
             return False
-        try:
-            self._queue.put_nowait(event)
-        except queue.Full:
-            self.dropped += 1
-            now = time.monotonic()
-            if now - self._last_drop_log >= _DROP_LOG_INTERVAL_S:
-                self._last_drop_log = now
-                log.warning(
-                    "usage_events_dropped total=%d queue_size=%d reason=writer_behind",
-                    self.dropped,
-                    self.settings.queue_size,
-                )
-            return False
+        batch = self._batch
+        if len(batch) >= self._batch_rows:
+            if not self._hand_over():
+                return False
+            batch = self._batch
+        batch.append(row)
         return True
+
+    def submit(self, event: UsageEvent) -> bool:
+        """:meth:`add` for an event built as a :class:`UsageEvent`."""
+        return self.add(astuple(event))
+
+    def flush(self) -> None:
+        """Hand the rows taken so far to the writer thread (they reach disk within its
+        ``flush_interval_s``); a no-op while the thread is behind."""
+        if self._batch:
+            self._hand_over()
+
+    def _hand_over(self) -> bool:
+        batch = self._batch
+        try:
+            self._queue.put_nowait(batch)
+        except queue.Full:
+            if len(batch) >= self._batch_rows:
+                self._drop()  # the row being added: the batch is full and cannot go
+                return False
+            return True  # only a flush: keep filling this batch
+        self._batch = []
+        return True
+
+    def _drop(self) -> None:
+        self.dropped += 1
+        now = time.monotonic()
+        if now - self._last_drop_log >= _DROP_LOG_INTERVAL_S:
+            self._last_drop_log = now
+            log.warning(
+                "usage_events_dropped total=%d queue_size=%d reason=writer_behind",
+                self.dropped,
+                self.settings.queue_size,
+            )
 
     @property
     def pending(self) -> int:
-        return self._queue.qsize()
+        """Events taken and not yet with the writer thread's files (approximately)."""
+        return self._queue.qsize() * self._batch_rows + len(self._batch)
 
     def close(self, timeout_s: float = 60.0) -> None:
-        """Write everything queued, close all files and stop the thread."""
+        """Write everything taken, close all files and stop the thread."""
         if self._closed:
             return
         self._closed = True
+        if self._batch:
+            batch, self._batch = self._batch, []
+            self._queue.put(batch)  # may wait for the thread: closing is allowed to
         self._queue.put(_STOP)
         self._thread.join(timeout_s)
 
@@ -130,9 +180,9 @@ class UsageWriter:
                 item = None
             if item is _STOP:
                 break
-            if isinstance(item, UsageEvent):
+            if isinstance(item, list):
                 self._buffer(item)
-                # Drain what else is there without waking up per event.
+                # Drain what else is there without waking up per batch.
                 while True:
                     try:
                         more = self._queue.get_nowait()
@@ -141,7 +191,7 @@ class UsageWriter:
                     if more is _STOP:
                         self._finish()
                         return
-                    if isinstance(more, UsageEvent):
+                    if isinstance(more, list):
                         self._buffer(more)
             now = time.monotonic()
             if now - last_flush >= settings.flush_interval_s:
@@ -161,28 +211,36 @@ class UsageWriter:
         except Exception:  # the data path must survive a full disk
             log.exception("usage_write_failed")
 
-    def _buffer(self, event: UsageEvent) -> None:
-        stamp = datetime.fromtimestamp(event.ts_ms / 1000, UTC)
-        key = (stamp.strftime("%Y-%m-%d"), stamp.strftime("%H"))
-        rows = self._buffers.setdefault(key, [])
-        rows.append(event)
-        if len(rows) >= self.settings.row_group_rows:
-            self._safely(functools.partial(self._flush, key))
+    def _buffer(self, rows: list[UsageRow]) -> None:
+        buffers = self._buffers
+        row_group_rows = self.settings.row_group_rows
+        for row in rows:
+            hour = row[0] // _HOUR_MS  # ts_ms
+            hour_rows = buffers.get(hour)
+            if hour_rows is None:
+                hour_rows = buffers[hour] = []
+            hour_rows.append(row)
+            if len(hour_rows) >= row_group_rows:
+                self._safely(functools.partial(self._flush, hour))
 
     def _flush_all(self) -> None:
         for key in list(self._buffers):
             self._flush(key)
 
-    def _flush(self, key: tuple[str, str]) -> None:
-        events = self._buffers.pop(key, None)
-        if not events:
+    def _flush(self, key: int) -> None:
+        rows = self._buffers.pop(key, None)
+        if not rows:
             return
-        table = _to_table(events)
+        table = _to_table(rows)
         handle = self._files.get(key)
         if handle is None:
             self._sequence += 1
-            date, hour = key
-            directory = self.settings.directory / f"date={date}" / f"hour={hour}"
+            stamp = datetime.fromtimestamp(key * _HOUR_MS / 1000, UTC)
+            directory = (
+                self.settings.directory
+                / f"date={stamp.strftime('%Y-%m-%d')}"
+                / f"hour={stamp.strftime('%H')}"
+            )
             name = (
                 f"part-{self.settings.gateway_id}-{int(time.time() * 1000)}-"
                 f"{os.getpid()}-{self._sequence:06d}.parquet"
@@ -205,22 +263,17 @@ class UsageWriter:
                 self._flush(key)
                 self._close_file(key)
 
-    def _close_file(self, key: tuple[str, str]) -> None:
+    def _close_file(self, key: int) -> None:
         handle = self._files.pop(key, None)
         if handle is not None:
             handle.close()
             self.files_completed += 1
 
 
-def _to_table(events: list[UsageEvent]) -> pa.Table:
-    columns: dict[str, list[object]] = {name: [] for name in USAGE_COLUMNS}
-    for event in events:
-        for name in USAGE_COLUMNS:
-            columns[name].append(getattr(event, name))
-    columns["topics"] = [
-        [dict(zip(_TOPIC_FIELDS, pair, strict=True)) for pair in event.topics] for event in events
-    ]
+def _to_table(rows: list[UsageRow]) -> pa.Table:
+    # Rows to columns in C; the topics column's (topic, bytes) tuples are its structs.
+    columns = zip(*rows, strict=True)
     return pa.table(
-        [pa.array(columns[field.name], field.type) for field in USAGE_SCHEMA],
+        [pa.array(column, field.type) for column, field in zip(columns, USAGE_SCHEMA, strict=True)],
         schema=USAGE_SCHEMA,
     )
