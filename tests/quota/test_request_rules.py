@@ -12,6 +12,7 @@ from quotagate.quota import (
     charge_whole,
     classify,
     principal_user,
+    request_rules,
     settle,
 )
 from quotagate.quota.request_rules import REQUEST_QUOTA_EXEMPT
@@ -109,3 +110,15 @@ def test_principal_user() -> None:
     assert principal_user(None) == "ANONYMOUS"
     assert principal_user("") == "ANONYMOUS"
     assert principal_user("alice") == "alice"
+
+
+def test_distinct_acks_and_versions_sent_by_clients_do_not_grow_the_charging_cache() -> None:
+    # A white-box check of a memory bound: acks and versions come from clients.
+    create_topics = min(request_rules.MUTATION_APIS)
+    before = request_rules._charging.cache_info().currsize
+    for acks in range(-300, 300):
+        for version in range(40):
+            request_rules.classify(request_rules.PRODUCE, version, acks=acks)
+            request_rules.classify(create_topics, version)
+    # Produce: acks 0, -1 and any other; the mutation API: strict or permissive.
+    assert request_rules._charging.cache_info().currsize - before <= 3 + 2

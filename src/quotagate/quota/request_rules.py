@@ -27,7 +27,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import lru_cache
 from typing import Final
 
 from quotagate.quota.controller_mutation import (
@@ -123,7 +123,6 @@ class Charging:
     other: OtherQuota
 
 
-@cache
 def classify(
     api_key: int,
     api_version: int,
@@ -134,6 +133,17 @@ def classify(
 ) -> Charging:
     """The charging of a request: ``acks`` for Produce, ``follower`` for Fetch,
     ``validate_only`` for the mutation APIs."""
+    # Clients choose these numbers: only what decides the charging reaches the cache, so
+    # sending many distinct acks or versions cannot grow it.
+    kind_of_acks = (acks if acks in (0, ACKS_ALL) else 1) if api_key == PRODUCE else None
+    strict = api_key in MUTATION_APIS and api_version >= STRICT_SINCE_VERSION[api_key]
+    return _charging(api_key, kind_of_acks, strict, follower, validate_only)
+
+
+@lru_cache(maxsize=1024)
+def _charging(
+    api_key: int, acks: int | None, strict: bool, follower: bool, validate_only: bool
+) -> Charging:
     acks_zero = api_key == PRODUCE and acks == 0
     request_time = not (acks_zero or follower or api_key in REQUEST_QUOTA_EXEMPT)
     if api_key == PRODUCE:
@@ -145,7 +155,6 @@ def classify(
     elif api_key == FETCH:
         other = OtherQuota.NONE if follower else OtherQuota.FETCH
     elif api_key in MUTATION_APIS and not validate_only:
-        strict = api_version >= STRICT_SINCE_VERSION[api_key]
         other = OtherQuota.STRICT_MUTATION if strict else OtherQuota.PERMISSIVE_MUTATION
     else:
         other = OtherQuota.NONE
