@@ -92,12 +92,13 @@ def test_four_workers_hold_one_client_to_its_quota(upstream: TansuBroker, tmp_pa
         results[name] = wire_rate(instance.usage, start + WARM_UP_S, MEASURE_S) / quota
         pids[name] = _pids_with_produce(instance.usage)
     assert len(pids["four workers"]) == 4, pids
-    # Issue 11 asks ±5 %; standalone runs give 0.98-1.04, but inside the full suite a run
-    # measured 1.091 (one process: 1.055), so the suite holds 0.95-1.10 until that is found.
-    assert 0.95 <= results["four workers"] <= 1.10, results
-    # The issue asks ±3 % of one process; runs on this 2-core machine spread by up to 5 %
-    # (1.028 vs 1.050, 1.042 vs 1.034, 0.983 vs 1.033), so the suite holds ±5 %.
-    assert abs(results["four workers"] - results["one process"]) <= 0.06, results
+    # Issue 11 asks ±5 % and ±3 % of one process. With each producer's buffer bounded in
+    # bytes (tests/support/fleet_load.py) quiet runs measured 1.031 and 1.030 against one
+    # process's 1.041 and 1.041; before, 256 KiB bursts per unmute gave 1.05 to 1.15. One
+    # process itself runs 4-6 % over with 24 connections (each muted on its own, Kafka's
+    # throttle capped at one window), so the bound above the quota keeps a little headroom.
+    assert 0.95 <= results["four workers"] <= 1.07, results
+    assert abs(results["four workers"] - results["one process"]) <= 0.04, results
     # Up to 4x: a worker that drew few of the 24 connections is offered less than its quota.
     assert 3.0 <= results["no exchange"] <= 4.2, results
 
