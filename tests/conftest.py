@@ -11,7 +11,6 @@ gateway may stop theirs earlier.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -22,13 +21,10 @@ import pytest
 
 from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.config import GatewayConfig, ListenerConfig, validate
-from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.plugin import Plugin
 from quotagate.gateway.stage import Stage
-from quotagate.protocol.host_port import HostPort
-
-TANSU_NODE_ID = 111  # tansu always runs as node 111
+from support.gateways import gateway_config
 
 
 @pytest.fixture(scope="session")
@@ -51,33 +47,6 @@ def start_tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[
 def tansu(start_tansu: Callable[[], TansuBroker]) -> TansuBroker:
     return start_tansu()
 
-
-def gateway_config(
-    upstream: str,
-    *,
-    security_protocol: str = "PLAINTEXT",
-    listener: dict[str, Any] | None = None,
-    **fields: Any,
-) -> GatewayConfig:
-    """A one-listener loopback gateway config in front of ``upstream`` (HOST:PORT)."""
-    host, _, port = upstream.rpartition(":")
-    listener_config = ListenerConfig(
-        name=security_protocol,
-        listen=HostPort(LOOPBACK, free_port()),
-        security_protocol=security_protocol,
-        broker_port_start=free_port(),
-        broker_node_id_start=TANSU_NODE_ID,
-        broker_port_count=1,
-    )
-    if listener:
-        listener_config = dataclasses.replace(listener_config, **listener)
-    return validate(
-        GatewayConfig(
-            listeners=(listener_config,),
-            bootstrap_servers=(HostPort(host, int(port)),),
-            **fields,
-        )
-    )
 
 
 @pytest.fixture(scope="session")

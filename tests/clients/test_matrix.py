@@ -40,12 +40,11 @@ from kafka.admin import NewTopic as KpNewTopic
 
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
 from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.config import GatewayConfig, ListenerConfig, validate
-from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from quotagate.gateway.embedded import TansuBroker
 from quotagate.protocol import api_keys, api_table, codec
-from quotagate.protocol.host_port import HostPort
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.quotas import Change
+from support.gateways import TANSU_NODE_ID, gateway_config
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +57,6 @@ KAFKAJS = Path(__file__).parent / "kafkajs"
 
 # -- the gateway: every quota kind applies to every client ---------------------------------
 
-TANSU_NODE_ID = 111
 QUOTA = 100_000
 """producer_byte_rate of each client's throttled client id, bytes per second."""
 THROTTLED_BYTES = 500_000
@@ -89,21 +87,10 @@ def throttled_client_id(client: str) -> str:
 def matrix_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MatrixGateway]:
     store = tmp_path_factory.mktemp("matrix") / "quotagate.db"
     with TansuBroker() as tansu:
-        host, _, port = tansu.bootstrap.rpartition(":")
-        listener = ListenerConfig(
-            name="PLAINTEXT",
-            listen=HostPort(LOOPBACK, free_port()),
-            broker_port_start=free_port(),
-            broker_node_id_start=TANSU_NODE_ID,
-            broker_port_count=1,
-        )
-        config = validate(
-            GatewayConfig(
-                listeners=(listener,),
-                bootstrap_servers=(HostPort(host, int(port)),),
-                store_path=str(store),
-                extra={"quotas": {"quota.window.num": WINDOWS, "quota.window.size.seconds": 1}},
-            )
+        config = gateway_config(
+            tansu.bootstrap,
+            store_path=str(store),
+            extra={"quotas": {"quota.window.num": WINDOWS, "quota.window.size.seconds": 1}},
         )
         runtime = QuotaRuntime.from_config(config)
         # Every client is under a quota of every kind (generous ones), so every quota stage
@@ -122,7 +109,7 @@ def matrix_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MatrixG
         background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
         background.start()
         try:
-            port = listener.port_for_node(TANSU_NODE_ID)
+            port = config.listeners[0].port_for_node(TANSU_NODE_ID)
             assert port is not None
             yield MatrixGateway(background, runtime, tansu, port)
         finally:

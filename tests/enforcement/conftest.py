@@ -16,13 +16,10 @@ from quotagate.enforcement import QuotaEnforcement
 from quotagate.enforcement.metrics import QuotaCollector
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.config import GatewayConfig, ListenerConfig, validate
 from quotagate.gateway.control import build_request
-from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from quotagate.gateway.embedded import TansuBroker
 from quotagate.protocol import codec
-from quotagate.protocol.host_port import HostPort
-
-TANSU_NODE_ID = 111
+from support.gateways import gateway_config
 
 
 @dataclasses.dataclass
@@ -64,21 +61,8 @@ def start_quota_gateway(
         extra: dict[str, Any] = {"quotas": quotas or {}}
         if usage is not None:
             extra["usage"] = usage
-        host, _, port = upstream.rpartition(":")
-        listener = ListenerConfig(
-            name="PLAINTEXT",
-            listen=HostPort(LOOPBACK, free_port()),
-            broker_port_start=free_port(),
-            broker_node_id_start=TANSU_NODE_ID,
-            broker_port_count=1,
-        )
-        config = validate(
-            GatewayConfig(
-                listeners=(listener,),
-                bootstrap_servers=(HostPort(host, int(port)),),
-                store_path=str(store or tmp_path / "quotagate.db"),
-                extra=extra,
-            )
+        config = gateway_config(
+            upstream, store_path=str(store or tmp_path / "quotagate.db"), extra=extra
         )
         runtime = QuotaRuntime.from_config(config)
         background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
