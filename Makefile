@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 KAFKAJS := tests/clients/kafkajs
 KAFKAJS_STAMP := $(KAFKAJS)/node_modules/.package-lock.json
 
-.PHONY: run test lint bench clean tools fuzz
+.PHONY: run test lint bench clean tools fuzz native
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,11 +17,16 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-run: $(STAMP)
+# The hot modules compiled with mypyc and the machine's C compiler (pyproject.toml lists
+# them); a no-op when they are up to date, pure Python where no compiler is found.
+native: $(STAMP)
+	$(BIN)/python tools/build_native.py
+
+run: native
 	$(BIN)/quotagate serve --config examples/quotagate.toml
 
-test: $(STAMP) tools $(KAFKAJS_STAMP)
-	$(BIN)/ruff check src tests benchmarks
+test: native tools $(KAFKAJS_STAMP)
+	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy
 	$(BIN)/pytest
 
@@ -48,14 +53,15 @@ tools:
 FUZZ_CASES ?=
 FUZZ_SECONDS ?=
 FUZZ_TESTS ?= tests/fuzz
-fuzz: $(STAMP)
+fuzz: native
 	QUOTAGATE_FUZZ=1 QUOTAGATE_FUZZ_CASES=$(FUZZ_CASES) QUOTAGATE_FUZZ_SECONDS=$(FUZZ_SECONDS) \
 	  QUOTAGATE_FUZZ_REPORT=var/fuzz-live.json $(BIN)/pytest $(FUZZ_TESTS) --timeout=0 -rA
 
-bench: $(STAMP)
+bench: native
 	$(BIN)/python benchmarks/engine.py
 
 clean:
+	-$(BIN)/python tools/build_native.py --clean
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache $(KAFKAJS)/node_modules
 
 # KafkaJS for the client matrix, exactly as locked in its package-lock.json (npm ci); npm

@@ -30,7 +30,7 @@ _LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
     2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip
-_BOUNDS: Final = (*_LATENCY_BUCKETS, float("inf"))
+_BOUNDS = (*_LATENCY_BUCKETS, float("inf"))  # not Final: mypyc leaves a Final built with * unset
 _go_string = cast("Callable[[float], str]", floatToGoString)  # untyped upstream
 _LE: Final = tuple(_go_string(bound) for bound in _BOUNDS)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 from kio.serial import entity_reader, entity_writer
 from kio.static.protocol import Entity
@@ -33,7 +33,7 @@ _MUTATION_KEYS = frozenset({api_keys.CREATE_TOPICS, api_keys.DELETE_TOPICS})
 class CodecError(ProtocolError):
     """A body kio cannot decode or encode."""
 
-    reason = "bad_body"
+    reason: ClassVar[str] = "bad_body"
 
 
 @cache

@@ -4,6 +4,7 @@ of every error that means "these bytes are not valid Kafka protocol"."""
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import ClassVar
 
 
 class ProtocolError(Exception):
@@ -13,7 +14,7 @@ class ProtocolError(Exception):
     for a client that sent garbage (close that connection, log it, touch nothing else).
     """
 
-    reason = "protocol_error"
+    reason: ClassVar[str] = "protocol_error"
     """The short name logs and metrics give this kind of error."""
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from struct import Struct
-from typing import Final
+from typing import ClassVar, Final
 
 from quotagate.protocol.errors import ProtocolError
 
@@ -26,7 +26,7 @@ _MERGE_BELOW: Final = 16_384
 class FrameError(ProtocolError):
     """The byte stream cannot be framed; the connection must be closed."""
 
-    reason = "bad_frame"
+    reason: ClassVar[str] = "bad_frame"
 
 
 class FrameTooLargeError(FrameError):

@@ -7,7 +7,7 @@ here counts from the first byte of the prefix.
 from __future__ import annotations
 
 from struct import Struct
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from quotagate.protocol import api_table
 from quotagate.protocol.errors import ProtocolError
@@ -22,7 +22,7 @@ RESPONSE_CORRELATION_END: Final = SIZE_PREFIX + 4
 class HeaderError(ProtocolError):
     """A header that cannot be parsed; the connection must be closed."""
 
-    reason = "bad_header"
+    reason: ClassVar[str] = "bad_header"
 
 
 class RequestHeader:

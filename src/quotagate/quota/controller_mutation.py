@@ -8,7 +8,7 @@ throttle a response carries decays with the time since it was computed.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Final
+from typing import ClassVar, Final
 
 from quotagate.quota.client_quota_manager import ClientQuotaManager
 from quotagate.quota.entity import SharingKey
@@ -29,7 +29,7 @@ STRICT_SINCE_VERSION: Final = {19: 6, 20: 5, 37: 3}
 class ThrottlingQuotaExceeded(Exception):  # noqa: N818 - Kafka's name for the same thing
     """A strict mutation quota refused a topic; retriable after ``throttle_ms``."""
 
-    error_code = THROTTLING_QUOTA_EXCEEDED
+    error_code: ClassVar[int] = THROTTLING_QUOTA_EXCEEDED
 
     def __init__(self, throttle_ms: int) -> None:
         super().__init__(THROTTLING_QUOTA_EXCEEDED_MESSAGE)

@@ -39,9 +39,12 @@ class EwmaMeter:
 
     def peek_one_minute_rate(self, now_ms: int) -> float:
         """``one_minute_rate`` without ticking this meter (reads move Dropwizard's tick phase)."""
-        twin = object.__new__(EwmaMeter)
-        for name in self.__slots__:
-            setattr(twin, name, getattr(self, name))
+        twin = EwmaMeter(self.start_ms)
+        twin.count = self.count
+        twin._last_tick_ms = self._last_tick_ms
+        twin._uncounted = self._uncounted
+        twin._rate = self._rate
+        twin._initialized = self._initialized
         return twin.one_minute_rate(now_ms)
 
     def mean_rate(self, now_ms: int) -> float:

@@ -17,6 +17,8 @@ import math
 import sys
 from typing import Final
 
+from mypy_extensions import mypyc_attr
+
 from quotagate.quota.metric_config import MetricConfig
 
 # Sums must add left to right in doubles, as Java's loop does. CPython's builtin sum did
@@ -34,13 +36,14 @@ def _java_sum(values: list[float]) -> float:
     return total
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # Kafka's SampledStat is an extension point
 class SampledStat:
     """Base of the windowed stats; subclasses say how a sample absorbs a value and how
     samples combine."""
 
     __slots__ = ("_current", "_initial", "counts", "lasts", "starts", "values")
 
-    def __init__(self, initial: float) -> None:
+    def __init__(self, initial: float = 0.0) -> None:
         self._initial = initial
         self.values: list[float] = []
         self.counts: list[int] = []
@@ -81,7 +84,7 @@ class SampledStat:
                 self._reset(i, now_ms)
 
     def clone(self) -> SampledStat:
-        twin = object.__new__(type(self))
+        twin = type(self)()  # stats are built without arguments; the state is copied below
         twin._initial = self._initial
         twin.values = list(self.values)
         twin.counts = list(self.counts)
@@ -155,7 +158,8 @@ class WindowedCount(WindowedSum):
 
     __slots__ = ()
 
-    record = SampledStat.record  # not WindowedSum's, which adds the value itself
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        SampledStat.record(self, config, value, now_ms)  # not WindowedSum's: it adds the value
 
     def _update(self, current: float, value: float) -> float:
         return current + 1.0
