@@ -19,8 +19,10 @@ class _Events:
     def __init__(self) -> None:
         self.events: list[UsageEvent] = []
 
-    def add(self, row: tuple[object, ...]) -> None:
+    def add(self, row: tuple[object, ...]) -> bool:
+        # UsageWriter's signature: the compiled runtime checks the bool it is declared to get.
         self.events.append(UsageEvent(*row))  # type: ignore[arg-type]
+        return True
 
 
 @pytest.mark.parametrize(
