@@ -76,7 +76,7 @@ def test_strict_quota_enforcement_with_token_bucket() -> None:
     assert tokens.measure(T0 + 5000) == -30
 
 
-class _Spy:
+class _Spy(Stat):
     """Stands in for Kafka's mocked ``MeasurableStat``: remembers the configs it was given."""
 
     def __init__(self) -> None:

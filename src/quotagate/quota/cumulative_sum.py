@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from quotagate.quota.metric_config import MetricConfig
+from quotagate.quota.stat import Stat
 
 
-class CumulativeSum:
+class CumulativeSum(Stat):
     __slots__ = ("total",)
 
     def __init__(self, initial: float = 0.0) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from quotagate.quota.java import java_div
 from quotagate.quota.metric_config import MetricConfig
 from quotagate.quota.sampled_stat import SampledStat, WindowedSum
+from quotagate.quota.stat import Stat
 
 
-class Rate:
+class Rate(Stat):
     """Sum over the window divided by the window's length in seconds.
 
     The window is padded to at least S-1 full windows (the "first window" adjustment): a

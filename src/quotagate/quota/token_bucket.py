@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from quotagate.quota.java import LONG_MAX
 from quotagate.quota.metric_config import MetricConfig
+from quotagate.quota.stat import Stat
 
 
-class TokenBucket:
+class TokenBucket(Stat):
     """Tokens refill at the quota rate up to a burst of ``samples * window_s * quota``.
 
     Kafka starts with no tokens at time 0 and refills on first use; on an epoch-ms clock that
