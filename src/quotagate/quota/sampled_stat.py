@@ -47,8 +47,7 @@ def _earliest(times: list[int]) -> int:
         return min(times)
     earliest = times[0]
     for time in times:
-        if time < earliest:
-            earliest = time
+        earliest = min(earliest, time)
     return earliest
 
 
