@@ -334,15 +334,27 @@ def main() -> None:
 def _report(figures: dict[str, tuple[list[float], list[float]]], args: argparse.Namespace) -> None:
     med = statistics.median
     direct = med(figures["direct broker"][0])
+    # The bare relay each CPU figure is set against, round by round: a round's targets run
+    # within a minute of each other, so their ratio drifts less than the figures do.
+    bare = next((name for name in figures if name.startswith("haproxy")), None)
+    bare = bare or next(name for name in figures if name.startswith("minimal"))
     print(
         f"Produce v9, 215 B, acks=1; {args.connections} connections × {args.in_flight} in "
-        f"flight; {args.seconds:.0f} s per run, medians of {args.rounds} rounds"
+        f"flight; {args.seconds:.0f} s per run, medians of {args.rounds} rounds; "
+        f"× bare: CPU per request over {bare}'s, median of the per-round ratios"
     )
-    print("| target | req/s | vs direct | relay CPU µs / request |")
-    print("|---|---:|---:|---:|")
+    print("| target | req/s | vs direct | relay CPU µs / request | × bare | per round |")
+    print("|---|---:|---:|---:|---:|---|")
     for name, (rates, cpus) in figures.items():
-        cpu = f"{med(cpus):.1f}" if any(cpus) else "—"
-        print(f"| {name} | {med(rates):,.0f} | {med(rates) / direct:.2f} | {cpu} |")
+        if not any(cpus):
+            print(f"| {name} | {med(rates):,.0f} | {med(rates) / direct:.2f} | — | — | — |")
+            continue
+        ratios = [cpu / base for cpu, base in zip(cpus, figures[bare][1], strict=True)]
+        rounds = " / ".join(f"{cpu:.1f}" for cpu in cpus)
+        print(
+            f"| {name} | {med(rates):,.0f} | {med(rates) / direct:.2f} | {med(cpus):.1f} | "
+            f"{med(ratios):.2f} | {rounds} |"
+        )
 
 
 if __name__ == "__main__":
