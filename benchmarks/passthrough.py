@@ -1,11 +1,19 @@
 """Gateway pass-through cost: confluent-kafka straight to tansu vs through quotagate, same run.
 
     python benchmarks/passthrough.py [--messages 50000] [--rounds 3] [--rate 1000]
+                                     [--quotas-usage] [--baseline-src DIR]
 
 Starts an embedded tansu broker and a ``quotagate serve`` process in front of it (its own
 process, as in production), then alternates direct and gateway rounds so drift on a noisy
 machine hits both sides alike. Reports medians over rounds: produce and consume throughput
 (1 KiB messages) and produce latency percentiles at a fixed moderate rate.
+
+``--quotas-usage`` configures produce, fetch, request and mutation quotas for every client
+(far above what the run reaches, as a production gateway has them) and writes usage events
+to Parquet; without it the gateway runs with no quota configured and no usage events.
+``--baseline-src DIR`` adds a second gateway, same configuration, importing quotagate from
+``DIR`` (the ``src`` directory of another checkout, e.g. from ``git archive``), as one more
+side of every round: before and after a change, measured in one run.
 """
 
 from __future__ import annotations
@@ -27,10 +35,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from quotagate.store.quotas import Change, QuotaStore
 
 MESSAGE_BYTES = 1024
 PARTITIONS = 3
 TANSU_NODE_ID = 111
+HIGH = 10_000_000_000.0
 
 
 @dataclass
@@ -49,30 +59,65 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=int, default=1000, help="latency test, messages/s")
     parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--quotas-usage", action="store_true", help="quotas and usage events on")
+    parser.add_argument("--baseline-src", type=Path, help="also run a gateway from this src")
     args = parser.parse_args()
 
-    with TansuBroker() as broker, tempfile.TemporaryDirectory() as workdir:
-        gateway_bootstrap, gateway = start_gateway(broker.bootstrap, Path(workdir))
+    with TansuBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        extra = ""
+        if args.quotas_usage:
+            store = workdir / "quotas.db"
+            configure_quotas(store)
+            extra = f'[store]\npath = "{store}"\n'
+        gateways: dict[str, subprocess.Popen[bytes]] = {}
         try:
-            results = {"direct": Figures(), "gateway": Figures()}
-            sides = (("direct", broker.bootstrap), ("gateway", gateway_bootstrap))
+            sides = [("direct", broker.bootstrap)]
+            sources: list[tuple[str, Path | None]] = [("gateway", None)]
+            if args.baseline_src is not None:
+                sources.append(("baseline gateway", args.baseline_src.resolve()))
+            for index, (name, src) in enumerate(sources):
+                usage = f'[usage]\npath = "{workdir / f"usage-{index}"}"\n'
+                config = extra + usage if args.quotas_usage else extra
+                bootstrap, gateways[name] = start_gateway(broker.bootstrap, workdir, config, src)
+                sides.append((name, bootstrap))
+            results = {name: Figures() for name, _ in sides}
             for round_number in range(args.rounds):
                 for name, bootstrap in sides:
                     _one_round(bootstrap, args, results[name])
                     print(f"round {round_number + 1} {name}: done", file=sys.stderr)
             _report(results, args)
         finally:
-            gateway.terminate()
-            gateway.wait(30)
+            for process in gateways.values():
+                process.terminate()
+                process.wait(30)
+
+
+def configure_quotas(store_path: Path) -> None:
+    """Produce, fetch, request and mutation quotas for every client, far above any run."""
+    store = QuotaStore.open(store_path)
+    every_client: dict[str, str | None] = {"client-id": None}
+    store.alter_client_quotas(
+        [
+            Change(every_client, "producer_byte_rate", HIGH),
+            Change(every_client, "consumer_byte_rate", HIGH),
+            Change(every_client, "request_percentage", 100_000.0),
+            Change(every_client, "controller_mutation_rate", 1000.0),
+        ],
+        "benchmark",
+        "benchmarks",
+    )
+    store.close()
 
 
 def start_gateway(
-    upstream: str, workdir: Path, extra_config: str = ""
+    upstream: str, workdir: Path, extra_config: str = "", src: Path | None = None
 ) -> tuple[str, subprocess.Popen[bytes]]:
     """A ``quotagate serve`` process in front of ``upstream``; returns its bootstrap address
-    once it answers metadata. ``extra_config`` is appended TOML (e.g. [quotas], [store])."""
+    once it answers metadata. ``extra_config`` is appended TOML (e.g. [quotas], [store]);
+    ``src``: import quotagate from there instead of the installed tree."""
     port = free_port()
-    config = workdir / "bench.toml"
+    config = workdir / f"bench-{port}.toml"
     config.write_text(
         f"""
 [upstream]
@@ -89,10 +134,13 @@ level = "WARNING"
 """,
         encoding="utf-8",
     )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
     process = subprocess.Popen(
         [str(Path(sys.executable).parent / "quotagate"), "serve", "--config", str(config)],
         stdout=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env=env,
     )
     bootstrap = f"{LOOPBACK}:{port}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -204,28 +252,35 @@ def _percentile(values: list[float], p: int) -> float:
 
 
 def _report(results: dict[str, Figures], args: argparse.Namespace) -> None:
-    direct, gateway = results["direct"], results["gateway"]
     med = statistics.median
-    rows = [
-        ("produce MB/s", med(direct.produce_mb_s), med(gateway.produce_mb_s)),
-        ("produce msg/s", med(direct.produce_msg_s), med(gateway.produce_msg_s)),
-        ("consume MB/s", med(direct.consume_mb_s), med(gateway.consume_mb_s)),
-        ("consume msg/s", med(direct.consume_msg_s), med(gateway.consume_msg_s)),
-        (f"produce p50 ms @{args.rate}/s", med(direct.p50_ms), med(gateway.p50_ms)),
-        (f"produce p99 ms @{args.rate}/s", med(direct.p99_ms), med(gateway.p99_ms)),
+    direct = results["direct"]
+    gateways = [name for name in results if name != "direct"]
+    rows: list[tuple[str, Callable[[Figures], list[float]]]] = [
+        ("produce MB/s", lambda f: f.produce_mb_s),
+        ("produce msg/s", lambda f: f.produce_msg_s),
+        ("consume MB/s", lambda f: f.consume_mb_s),
+        ("consume msg/s", lambda f: f.consume_msg_s),
+        (f"produce p50 ms @{args.rate}/s", lambda f: f.p50_ms),
+        (f"produce p99 ms @{args.rate}/s", lambda f: f.p99_ms),
     ]
+    mode = "quotas and usage events on" if args.quotas_usage else "no quotas, no usage events"
     print(
         f"confluent-kafka, {MESSAGE_BYTES} B messages, {args.messages} per round, "
-        f"{args.rounds} rounds (medians), {PARTITIONS} partitions, acks=all"
+        f"{args.rounds} rounds (medians), {PARTITIONS} partitions, acks=all; gateway: {mode}"
     )
-    print("| metric | direct | through gateway | gateway / direct |")
-    print("|---|---|---|---|")
-    for name, d, g in rows:
-        print(f"| {name} | {d:,.2f} | {g:,.2f} | {g / d:.1%} |")
-    print(
-        f"| p99 added latency | | {med(gateway.p99_ms) - med(direct.p99_ms):+.2f} ms | |"
-    )
-    print(f"| p50 added latency | | {med(gateway.p50_ms) - med(direct.p50_ms):+.2f} ms | |")
+    print("| metric | direct | " + " | ".join(f"{g} | {g} / direct" for g in gateways) + " |")
+    print("|---|---|" + "---|---|" * len(gateways))
+    for name, pick in rows:
+        d = med(pick(direct))
+        cells = " | ".join(f"{med(pick(results[g])):,.2f} | {med(pick(results[g])) / d:.1%}"
+                           for g in gateways)  # fmt: skip
+        print(f"| {name} | {d:,.2f} | {cells} |")
+    for p in ("p50", "p99"):
+        cells = " | ".join(
+            f"{med(getattr(results[g], f'{p}_ms')) - med(getattr(direct, f'{p}_ms')):+.2f} ms | "
+            for g in gateways
+        )
+        print(f"| {p} added latency | | {cells}|")
 
 
 if __name__ == "__main__":

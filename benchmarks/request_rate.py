@@ -4,9 +4,9 @@
 
 One embedded tansu broker; in front of it, each in its own process:
 
-* a bare relay: haproxy in TCP mode when ``haproxy`` is on the PATH, else the minimal uvloop
-  relay in this file (``--relay``), which frames both directions and checks that responses
-  come back in request order (correlation ids), as any Kafka-aware relay must;
+* haproxy in TCP mode (one thread) when ``haproxy`` is on the PATH: a bare relay;
+* the minimal uvloop relay in this file (``--relay``), which frames both directions and checks
+  that responses come back in request order (correlation ids), as any Kafka-aware relay must;
 * ``quotagate serve`` with produce, fetch, request and mutation quotas configured for every
   client (far above what the run reaches) and usage events written to Parquet.
 
@@ -17,6 +17,8 @@ benchmarks/request_cost.py measures) outstanding on each, and counts responses f
 median req/s of each target, its ratio to direct, and the CPU time (user + system, from
 /proc, every thread and child) the relay process spent per response. The broker and the load
 process run on the same cores, so the ratios, not the absolute rates, are the figure.
+``--baseline-src DIR`` adds a second gateway importing quotagate from ``DIR`` (the ``src``
+directory of another checkout, e.g. from ``git archive``): before and after, in one run.
 """
 
 from __future__ import annotations
@@ -39,13 +41,11 @@ from typing import Any, cast
 import uvloop
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from passthrough import start_gateway
+from passthrough import configure_quotas, start_gateway
 from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
 from quotagate.protocol.framing import FrameReader
-from quotagate.store.quotas import Change, QuotaStore
 from request_cost import produce_api
 
-HIGH = 10_000_000_000.0
 TOPIC = "bench-topic"
 _CLOCK_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
@@ -215,44 +215,34 @@ def _descends(parent: int, ancestor: int) -> bool:
     return False
 
 
-def _start_relay(upstream: str, workdir: Path) -> tuple[str, subprocess.Popen[bytes], str]:
+def _start_haproxy(upstream: str, workdir: Path) -> tuple[str, subprocess.Popen[bytes]] | None:
+    """haproxy in TCP mode in front of ``upstream``, or None when it is not installed."""
+    haproxy = shutil.which("haproxy")
+    if haproxy is None:
+        return None
+    port = free_port()
+    config = workdir / "haproxy.cfg"
+    config.write_text(
+        f"global\n  maxconn 4096\n  nbthread 1\ndefaults\n  mode tcp\n  timeout connect 5s\n"
+        f"  timeout client 60s\n  timeout server 60s\nlisten relay\n"
+        f"  bind {LOOPBACK}:{port}\n  server broker {upstream}\n",
+        encoding="utf-8",
+    )
+    process = subprocess.Popen([haproxy, "-f", str(config)], stdout=subprocess.DEVNULL)
+    time.sleep(1.0)
+    return f"{LOOPBACK}:{port}", process
+
+
+def _start_minimal_relay(upstream: str) -> tuple[str, subprocess.Popen[bytes]]:
     port = free_port()
     host, _, upstream_port = upstream.rpartition(":")
-    haproxy = shutil.which("haproxy")
-    if haproxy is not None:
-        config = workdir / "haproxy.cfg"
-        config.write_text(
-            f"global\n  maxconn 4096\ndefaults\n  mode tcp\n  timeout connect 5s\n"
-            f"  timeout client 60s\n  timeout server 60s\nlisten relay\n"
-            f"  bind {LOOPBACK}:{port}\n  server broker {upstream}\n",
-            encoding="utf-8",
-        )
-        process = subprocess.Popen([haproxy, "-f", str(config)], stdout=subprocess.DEVNULL)
-        time.sleep(1.0)
-        return f"{LOOPBACK}:{port}", process, "haproxy (TCP mode)"
     process = subprocess.Popen(
         [sys.executable, __file__, "--relay", str(port), host, upstream_port],
         stdout=subprocess.PIPE,
     )
     assert process.stdout is not None
     process.stdout.readline()  # "ready"
-    return f"{LOOPBACK}:{port}", process, "minimal uvloop relay (frames, checks order)"
-
-
-def _configure(store_path: Path) -> None:
-    store = QuotaStore.open(store_path)
-    every_client: dict[str, str | None] = {"client-id": None}
-    store.alter_client_quotas(
-        [
-            Change(every_client, "producer_byte_rate", HIGH),
-            Change(every_client, "consumer_byte_rate", HIGH),
-            Change(every_client, "request_percentage", 100_000.0),
-            Change(every_client, "controller_mutation_rate", 1000.0),
-        ],
-        "benchmark",
-        "benchmarks/request_rate.py",
-    )
-    store.close()
+    return f"{LOOPBACK}:{port}", process
 
 
 def _round(target: str, args: argparse.Namespace, pid: int | None) -> tuple[float, float]:
@@ -279,6 +269,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--in-flight", type=int, default=8)
+    parser.add_argument("--baseline-src", type=Path, help="also run a gateway from this src")
     parser.add_argument("--load", nargs=2, metavar=("HOST", "PORT"), help=argparse.SUPPRESS)
     parser.add_argument("--relay", nargs=3, metavar=("PORT", "HOST", "UPSTREAM_PORT"),
                         help=argparse.SUPPRESS)  # fmt: skip
@@ -296,19 +287,35 @@ def main() -> None:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for future in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
             future.result(30)
-        relay, relay_process, relay_name = _start_relay(broker.bootstrap, workdir)
+        relays: dict[str, tuple[str, subprocess.Popen[bytes]]] = {}
+        haproxy = _start_haproxy(broker.bootstrap, workdir)
+        if haproxy is not None:
+            relays["haproxy (TCP mode, one thread)"] = haproxy
+        relays["minimal uvloop relay (frames, checks order)"] = _start_minimal_relay(
+            broker.bootstrap
+        )
         store = workdir / "quotas.db"
-        _configure(store)
+        configure_quotas(store)
         gateway, gateway_process = start_gateway(
             broker.bootstrap,
             workdir,
             f'[store]\npath = "{store}"\n[usage]\npath = "{workdir / "usage"}"\n',
         )
-        targets = {
-            "direct broker": (broker.bootstrap, None),
-            relay_name: (relay, relay_process.pid),
-            "quotagate, quotas and usage events on": (gateway, gateway_process.pid),
-        }
+        gateways = [gateway_process]
+        if args.baseline_src is not None:
+            baseline, baseline_process = start_gateway(
+                broker.bootstrap,
+                workdir,
+                f'[store]\npath = "{store}"\n[usage]\npath = "{workdir / "usage-baseline"}"\n',
+                args.baseline_src.resolve(),
+            )
+            gateways.append(baseline_process)
+        targets: dict[str, tuple[str, int | None]] = {"direct broker": (broker.bootstrap, None)}
+        for name, (address, process) in relays.items():
+            targets[name] = (address, process.pid)
+        targets["quotagate, quotas and usage events on"] = (gateway, gateway_process.pid)
+        if args.baseline_src is not None:
+            targets["baseline quotagate (--baseline-src)"] = (baseline, baseline_process.pid)
         figures: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in targets}
         try:
             for round_number in range(args.rounds):
@@ -318,7 +325,7 @@ def main() -> None:
                     figures[name][1].append(cpu_us)
                     print(f"round {round_number + 1} {name}: {rate:,.0f} req/s", file=sys.stderr)
         finally:
-            for process in (relay_process, gateway_process):
+            for process in [*(p for _, p in relays.values()), *gateways]:
                 process.terminate()
                 process.wait(30)
     _report(figures, args)
@@ -327,15 +334,27 @@ def main() -> None:
 def _report(figures: dict[str, tuple[list[float], list[float]]], args: argparse.Namespace) -> None:
     med = statistics.median
     direct = med(figures["direct broker"][0])
+    # The bare relay each CPU figure is set against, round by round: a round's targets run
+    # within a minute of each other, so their ratio drifts less than the figures do.
+    bare = next((name for name in figures if name.startswith("haproxy")), None)
+    bare = bare or next(name for name in figures if name.startswith("minimal"))
     print(
         f"Produce v9, 215 B, acks=1; {args.connections} connections × {args.in_flight} in "
-        f"flight; {args.seconds:.0f} s per run, medians of {args.rounds} rounds"
+        f"flight; {args.seconds:.0f} s per run, medians of {args.rounds} rounds; "
+        f"× bare: CPU per request over {bare}'s, median of the per-round ratios"
     )
-    print("| target | req/s | vs direct | relay CPU µs / request |")
-    print("|---|---:|---:|---:|")
+    print("| target | req/s | vs direct | relay CPU µs / request | × bare | per round |")
+    print("|---|---:|---:|---:|---:|---|")
     for name, (rates, cpus) in figures.items():
-        cpu = f"{med(cpus):.1f}" if any(cpus) else "—"
-        print(f"| {name} | {med(rates):,.0f} | {med(rates) / direct:.2f} | {cpu} |")
+        if not any(cpus):
+            print(f"| {name} | {med(rates):,.0f} | {med(rates) / direct:.2f} | — | — | — |")
+            continue
+        ratios = [cpu / base for cpu, base in zip(cpus, figures[bare][1], strict=True)]
+        rounds = " / ".join(f"{cpu:.1f}" for cpu in cpus)
+        print(
+            f"| {name} | {med(rates):,.0f} | {med(rates) / direct:.2f} | {med(cpus):.1f} | "
+            f"{med(ratios):.2f} | {rounds} |"
+        )
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from quotagate.gateway.config import (
     with_overrides,
 )
 from quotagate.gateway.embedded import EmbeddedBrokerError, TansuBroker
+from quotagate.gateway.heap import freeze_startup_heap
 from quotagate.gateway.metrics import GatewayMetrics
 from quotagate.gateway.server import Gateway
 from quotagate.instance.metrics import WorkersCollector
@@ -188,6 +189,7 @@ async def _serve(
         settings, authenticator_factory=factory, metrics=metrics, plugins=[enforcement]
     )
     await gateway.start()
+    freeze_startup_heap()
     if worker is not None and ready is not None:
         ready.put(worker)
         # A worker whose supervisor is gone (killed) stops rather than serve on unwatched.

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Final
 
 from quotagate.gateway.stage import Stage
 from quotagate.protocol import api_table
 from quotagate.protocol.api_support import VersionRange
+
+_ROUTABLE_CACHE: Final = 1024
 
 
 class StageChain:
@@ -19,6 +22,7 @@ class StageChain:
         # response, in order. Built with the request stages, so a response costs an index.
         self._responders: dict[int, tuple[tuple[Stage, ...], ...]] = {}
         self._upstream_keys: frozenset[int] = frozenset()
+        self._routable: dict[int, bool] = {}  # is_routable's answers, until the upstream changes
         self.local_apis: dict[int, range] = {}
         for stage in self._stages:
             self.local_apis.update(stage.local_apis)
@@ -32,14 +36,20 @@ class StageChain:
         keys = frozenset(entry.api_key for entry in ranges)
         if keys != self._upstream_keys:
             self._upstream_keys = keys
+            self._routable = {}
 
     def is_routable(self, api_key: int) -> bool:
         """Unknown keys (neither kio nor the upstream knows them) close the connection."""
-        return (
-            api_table.is_known_api(api_key)
-            or api_key in self._upstream_keys
-            or api_key in self.local_apis
-        )
+        routable = self._routable.get(api_key)
+        if routable is None:
+            routable = (
+                api_table.is_known_api(api_key)
+                or api_key in self._upstream_keys
+                or api_key in self.local_apis
+            )
+            if len(self._routable) < _ROUTABLE_CACHE:  # clients choose the keys they send
+                self._routable[api_key] = routable
+        return routable
 
     def request_stages(self, api_key: int) -> tuple[Stage, ...]:
         stages = self._by_key.get(api_key)

@@ -397,7 +397,7 @@ class ClientConnection(asyncio.Protocol):
             # tansu ask for 206 GB): the gateway refuses it, as Kafka's own parser would.
             codec.check_request(frame, header)
         exchange = self._admit(header, frame)
-        api = self._services.metrics.api(key)
+        api = exchange.api_metrics = self._services.metrics.api(key)
         api.requests += 1
         api.request_bytes += len(frame)
         if (
@@ -490,10 +490,11 @@ class ClientConnection(asyncio.Protocol):
                 f"upstream answered correlation id {correlation_id}, "
                 f"expected {exchange.header.correlation_id}"
             )
-        exchange.upstream_ns = time.monotonic_ns() - exchange.forwarded_ns
-        self._services.metrics.api(exchange.header.api_key).observe_latency(
-            exchange.upstream_ns / 1e9
-        )
+        upstream_ns = exchange.upstream_ns = time.monotonic_ns() - exchange.forwarded_ns
+        api = exchange.api_metrics
+        if api is None:
+            api = self._services.metrics.api(exchange.header.api_key)
+        api.observe_latency(upstream_ns / 1e9)
         exchange.response_frame = frame
         self._run_response_stages(exchange, exchange.stages_seen)
 
@@ -535,7 +536,6 @@ class ClientConnection(asyncio.Protocol):
         close_after = False
         if inflight and inflight[0].done:
             out = self._to_client
-            metrics = self._services.metrics
             sizes = self._sizes
             released = 0
             while inflight and inflight[0].done:
@@ -544,8 +544,9 @@ class ClientConnection(asyncio.Protocol):
                 if frame is not None:
                     released += sizes.popleft()
                     out.append(frame)
-                    if exchange.header.api_key >= 0:
-                        metrics.api(exchange.header.api_key).response_bytes += len(frame)
+                    api = exchange.api_metrics
+                    if api is not None:
+                        api.response_bytes += len(frame)
                 elif exchange.forwarded_ns:
                     self._deferred += sizes.popleft()  # acks=0: maybe still being sent
                 else:

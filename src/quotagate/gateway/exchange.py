@@ -8,14 +8,17 @@ never re-encodes a record batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from quotagate.protocol import api_keys, codec, throttle_time
 from quotagate.protocol.headers import HeaderError, RequestHeader
 from quotagate.protocol.produce import produce_acks
 from quotagate.protocol.produce_topics import read_produce
+
+if TYPE_CHECKING:
+    from quotagate.gateway.metrics import ApiMetrics
 
 T = TypeVar("T")
 
@@ -31,6 +34,10 @@ class ConnectionInfo:
     client_port: int
     principal: str | None
     """``User:ANONYMOUS`` on PLAINTEXT; None on a SASL listener until authenticated."""
+    # client_address, and the host and port it was made from: every usage event asks.
+    _address: str = field(default="", init=False, repr=False, compare=False)
+    _address_host: str = field(default="", init=False, repr=False, compare=False)
+    _address_port: int = field(default=-1, init=False, repr=False, compare=False)
 
     @property
     def client_address(self) -> str:
@@ -39,8 +46,11 @@ class ConnectionInfo:
         The usage events' ``client_host``: a replay tells a client's connections apart by it,
         so the IP alone would merge every connection from one machine.
         """
-        host = self.client_host
-        return f"[{host}]:{self.client_port}" if ":" in host else f"{host}:{self.client_port}"
+        host, port = self.client_host, self.client_port
+        if port != self._address_port or host != self._address_host:
+            self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            self._address_host, self._address_port = host, port
+        return self._address
 
 
 class Outcome(Enum):
@@ -77,6 +87,7 @@ class Exchange:
         "_state",
         "_state_key",
         "_state_value",
+        "api_metrics",
         "close_after_response",
         "close_reason",
         "connection",
@@ -122,6 +133,8 @@ class Exchange:
         self.upstream_ns = 0
         """Monotonic nanoseconds between forwarding and the upstream response (0 if local)."""
         self.stages_seen = 0
+        self.api_metrics: ApiMetrics | None = None
+        """The gateway's per-API series this request counts in (set when it is admitted)."""
         # The first piece of state lives in two slots, the rest in a dict made on demand:
         # most requests carry exactly one (the quota ticket), and a dict per request costs.
         self._state_key: StateKey[Any] | None = None

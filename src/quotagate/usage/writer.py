@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import astuple, dataclass
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Final
 
@@ -271,9 +272,15 @@ class UsageWriter:
 
 
 def _to_table(rows: list[UsageRow]) -> pa.Table:
-    # Rows to columns in C; the topics column's (topic, bytes) tuples are its structs.
-    columns = zip(*rows, strict=True)
+    # Rows to columns in C, one column at a time straight from the rows (as fast as
+    # transposing them all at once with zip(*rows), ~0.85 µs per row, without twenty
+    # row-long tuples alive at once for the collector to walk). The topics column's
+    # (topic, bytes) tuples are its structs.
+    size = len(rows)
     return pa.table(
-        [pa.array(column, field.type) for column, field in zip(columns, USAGE_SCHEMA, strict=True)],
+        [
+            pa.array(map(itemgetter(index), rows), field.type, size=size)
+            for index, field in enumerate(USAGE_SCHEMA)
+        ],
         schema=USAGE_SCHEMA,
     )
