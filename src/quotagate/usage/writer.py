@@ -102,8 +102,8 @@ class UsageWriter:
         self.files_completed = 0
         self._last_drop_log = 0.0
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="quotagate-usage", daemon=True)
-        self._thread.start()
+        self._writer = threading.Thread(target=self._run, name="quotagate-usage", daemon=True)
+        self._writer.start()
 
     # -- producer side (event loop) --------------------------------------------------------
 
@@ -167,7 +167,7 @@ class UsageWriter:
             batch, self._batch = self._batch, []
             self._queue.put(batch)  # may wait for the thread: closing is allowed to
         self._queue.put(_STOP)
-        self._thread.join(timeout_s)
+        self._writer.join(timeout_s)
 
     # -- writer thread ---------------------------------------------------------------------
 
