@@ -11,7 +11,8 @@ machine hits both sides alike. Reports medians over rounds: produce and consume 
 ``--quotas-usage`` configures produce, fetch, request and mutation quotas for every client
 (far above what the run reaches, as a production gateway has them) and writes usage events
 to Parquet; without it the gateway runs with no quota configured and no usage events.
-``--baseline-src DIR`` adds a second gateway, same configuration, importing quotagate from
+``--pure`` adds the same gateway running its pure-Python modules (``QUOTAGATE_PURE_PYTHON``)
+beside the compiled build. ``--baseline-src DIR`` adds a second gateway, same configuration, importing quotagate from
 ``DIR`` (the ``src`` directory of another checkout, e.g. from ``git archive``), as one more
 side of every round: before and after a change, measured in one run.
 """
@@ -34,6 +35,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from quotagate._compiled import PURE_PYTHON
 from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
 from quotagate.store.quotas import Change, QuotaStore
 
@@ -61,6 +63,7 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, default=5.0)
     parser.add_argument("--quotas-usage", action="store_true", help="quotas and usage events on")
     parser.add_argument("--baseline-src", type=Path, help="also run a gateway from this src")
+    parser.add_argument("--pure", action="store_true", help="also run a pure-Python gateway")
     args = parser.parse_args()
 
     with TansuBroker() as broker, tempfile.TemporaryDirectory() as tmp:
@@ -73,13 +76,17 @@ def main() -> None:
         gateways: dict[str, subprocess.Popen[bytes]] = {}
         try:
             sides = [("direct", broker.bootstrap)]
-            sources: list[tuple[str, Path | None]] = [("gateway", None)]
+            sources: list[tuple[str, Path | None, bool]] = [("gateway", None, False)]
+            if args.pure:
+                sources.append(("pure-Python gateway", None, True))
             if args.baseline_src is not None:
-                sources.append(("baseline gateway", args.baseline_src.resolve()))
-            for index, (name, src) in enumerate(sources):
+                sources.append(("baseline gateway", args.baseline_src.resolve(), False))
+            for index, (name, src, pure) in enumerate(sources):
                 usage = f'[usage]\npath = "{workdir / f"usage-{index}"}"\n'
                 config = extra + usage if args.quotas_usage else extra
-                bootstrap, gateways[name] = start_gateway(broker.bootstrap, workdir, config, src)
+                bootstrap, gateways[name] = start_gateway(
+                    broker.bootstrap, workdir, config, src, pure=pure
+                )
                 sides.append((name, bootstrap))
             results = {name: Figures() for name, _ in sides}
             for round_number in range(args.rounds):
@@ -111,11 +118,17 @@ def configure_quotas(store_path: Path) -> None:
 
 
 def start_gateway(
-    upstream: str, workdir: Path, extra_config: str = "", src: Path | None = None
+    upstream: str,
+    workdir: Path,
+    extra_config: str = "",
+    src: Path | None = None,
+    *,
+    pure: bool = False,
 ) -> tuple[str, subprocess.Popen[bytes]]:
     """A ``quotagate serve`` process in front of ``upstream``; returns its bootstrap address
     once it answers metadata. ``extra_config`` is appended TOML (e.g. [quotas], [store]);
-    ``src``: import quotagate from there instead of the installed tree."""
+    ``src``: import quotagate from there instead of the installed tree; ``pure``: run the
+    pure-Python modules even where the compiled ones are built."""
     port = free_port()
     config = workdir / f"bench-{port}.toml"
     config.write_text(
@@ -137,6 +150,8 @@ level = "WARNING"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if src is not None:
         env["PYTHONPATH"] = str(src)
+    if pure:
+        env[PURE_PYTHON] = "1"
     process = subprocess.Popen(
         [str(Path(sys.executable).parent / "quotagate"), "serve", "--config", str(config)],
         stdout=subprocess.DEVNULL,

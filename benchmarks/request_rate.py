@@ -17,7 +17,8 @@ benchmarks/request_cost.py measures) outstanding on each, and counts responses f
 median req/s of each target, its ratio to direct, and the CPU time (user + system, from
 /proc, every thread and child) the relay process spent per response. The broker and the load
 process run on the same cores, so the ratios, not the absolute rates, are the figure.
-``--baseline-src DIR`` adds a second gateway importing quotagate from ``DIR`` (the ``src``
+``--pure`` adds the same gateway running its pure-Python modules (``QUOTAGATE_PURE_PYTHON``)
+beside the compiled build. ``--baseline-src DIR`` adds a second gateway importing quotagate from ``DIR`` (the ``src``
 directory of another checkout, e.g. from ``git archive``): before and after, in one run.
 """
 
@@ -270,6 +271,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--in-flight", type=int, default=8)
     parser.add_argument("--baseline-src", type=Path, help="also run a gateway from this src")
+    parser.add_argument("--pure", action="store_true", help="also run a pure-Python gateway")
     parser.add_argument("--load", nargs=2, metavar=("HOST", "PORT"), help=argparse.SUPPRESS)
     parser.add_argument("--relay", nargs=3, metavar=("PORT", "HOST", "UPSTREAM_PORT"),
                         help=argparse.SUPPRESS)  # fmt: skip
@@ -302,6 +304,14 @@ def main() -> None:
             f'[store]\npath = "{store}"\n[usage]\npath = "{workdir / "usage"}"\n',
         )
         gateways = [gateway_process]
+        if args.pure:
+            pure, pure_process = start_gateway(
+                broker.bootstrap,
+                workdir,
+                f'[store]\npath = "{store}"\n[usage]\npath = "{workdir / "usage-pure"}"\n',
+                pure=True,
+            )
+            gateways.append(pure_process)
         if args.baseline_src is not None:
             baseline, baseline_process = start_gateway(
                 broker.bootstrap,
@@ -314,6 +324,8 @@ def main() -> None:
         for name, (address, process) in relays.items():
             targets[name] = (address, process.pid)
         targets["quotagate, quotas and usage events on"] = (gateway, gateway_process.pid)
+        if args.pure:
+            targets["the same, pure Python (--pure)"] = (pure, pure_process.pid)
         if args.baseline_src is not None:
             targets["baseline quotagate (--baseline-src)"] = (baseline, baseline_process.pid)
         figures: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in targets}
