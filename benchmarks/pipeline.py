@@ -50,6 +50,14 @@ def main() -> None:
     parser.add_argument("--log-lines", type=int, default=200_000, help="lines for ingest")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--replay-only",
+        action="store_true",
+        help="only generate, the two replays and the one-process loop (the replay's figures)",
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run the replays and the loop this many times"
+    )
     args = parser.parse_args()
     events = int(args.millions * 1_000_000)
     spark = spark_session(args.master, app_name="quotagate-bench")
@@ -81,27 +89,33 @@ def main() -> None:
                 ),
             ),
         ]
-        for name, count, run in stages:
-            seconds = _timed(run)
-            figures[name] = {"seconds": round(seconds, 2), "events_per_s": round(count / seconds)}
-            _print_row(name, count, seconds)
-        # The report holds its data to a budget: under 5 MB whatever the traffic (issue 16).
-        figures["report_bytes"] = (work / "report.html").stat().st_size
-        print(f"report size: {figures['report_bytes']:,} bytes")
-        open_summary = json.loads((work / "open" / "summary.json").read_text())
-        core = open_summary["replay_seconds"]
-        figures["replay_applyInPandas_only"] = {
-            "seconds": core,
-            "events_per_s": round(events / core),
-        }
-        _print_row("  of which grouped replay", events, core)
-        frame = _events_frame(ev)
-        seconds = _timed(lambda: replay_frame(frame, CANDIDATE, closed_loop=False))
-        figures["python loop"] = {
-            "seconds": round(seconds, 2),
-            "events_per_s": round(events / seconds),
-        }
-        _print_row("python loop (1 proc)", events, seconds)
+        if args.replay_only:
+            stages = [s for s in stages if s[0] == "generate" or s[0].startswith("replay")]
+        for round_ in range(args.repeat):
+            for name, count, run in stages:
+                if round_ and not name.startswith("replay"):
+                    continue
+                seconds = _timed(run)
+                figures[name] = {
+                    "seconds": round(seconds, 2),
+                    "events_per_s": round(count / seconds),
+                }
+                _print_row(name, count, seconds)
+            open_summary = json.loads((work / "open" / "summary.json").read_text())
+            core = open_summary["replay_seconds"]
+            figures["replay_grouped_only"] = {"seconds": core, "events_per_s": round(events / core)}
+            _print_row("  of which grouped replay", events, core)
+            frame = _events_frame(ev)
+            seconds = _timed(lambda f=frame: replay_frame(f, CANDIDATE, closed_loop=False))
+            figures["python loop"] = {
+                "seconds": round(seconds, 2),
+                "events_per_s": round(events / seconds),
+            }
+            _print_row("python loop (1 proc)", events, seconds)
+        if not args.replay_only:
+            # The report holds its data to a budget: under 5 MB whatever the traffic (issue 16).
+            figures["report_bytes"] = (work / "report.html").stat().st_size
+            print(f"report size: {figures['report_bytes']:,} bytes")
         ratio = (
             figures["replay (open loop)"]["events_per_s"] / figures["python loop"]["events_per_s"]
         )
