@@ -64,10 +64,10 @@ def replay(
     # topics would only weigh on the shuffle.
     mutation_topics = F.when(F.col("api_key").isin(*MUTATION_APIS), F.col("topics"))
     events = usage.select(*_REPLAY_INPUT, mutation_topics.alias("topics"))
-    replayed = replay_dataframe(spark, events, quota_text, closed_loop=closed_loop)
+    replayed, (lo, hi) = replay_dataframe(spark, events, quota_text, closed_loop=closed_loop)
     replayed.write.mode("overwrite").parquet(str(out / "requests"))
     replay_s = time.perf_counter() - started
-    cells = _cells(spark.read.parquet(str(out / "requests")))
+    cells = _cells(spark.read.parquet(str(out / "requests")), lo, hi)
     _write_table(entity_summary(cells), out / "entities")
     _write_table(throttle_heatmap(cells), out / "heatmap")
     events_n = int(cells["requests"].sum())
@@ -87,11 +87,18 @@ def replay(
 
 def replay_dataframe(
     spark: SparkSession, events: DataFrame, quota_text: str, *, closed_loop: bool
-) -> DataFrame:
-    """Per-request predictions (lazy): the input columns plus replay_core's columns."""
+) -> tuple[DataFrame, tuple[int, int]]:
+    """Per-request predictions (lazy): the input columns plus replay_core's columns; and the
+    first and last event time (0, 0 without events), counted on the way."""
 
     quota_file = parse_quotas(quota_text)
-    counted = events.groupBy(*_CLIENT).count().collect()
+    counted = (
+        events.groupBy(*_CLIENT)
+        .agg(
+            F.count(F.lit(1)).alias("count"), F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi")
+        )
+        .collect()
+    )
     groups = replay_groups(quota_file, [(r.principal, r.client_id) for r in counted])
     sizes: dict[int, int] = {}
     for r in counted:
@@ -122,11 +129,16 @@ def replay_dataframe(
                 .to_batches()
             )
 
-    return (
+    replayed = (
         events.join(F.broadcast(slot_table), _CLIENT)
         .repartition(partitions, "replay_slot")
         .mapInArrow(run_partition, schema)
     )
+    bounds = (
+        min((int(r["lo"]) for r in counted), default=0),
+        max((int(r["hi"]) for r in counted), default=0),
+    )
+    return replayed, bounds
 
 
 def _deal(sizes: dict[int, int], partitions: int) -> dict[int, int]:
@@ -159,12 +171,9 @@ def _partition_labels(spark: SparkSession, partitions: int) -> list[int]:
     return [label.get(p, 0) for p in range(partitions)]
 
 
-def _cells(requests: DataFrame) -> pd.DataFrame:
-    """Per client and heatmap bucket, every count the summaries need: one Spark job over
-    the written requests instead of one per summary."""
-    bounds = requests.agg(F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi")).first()
-    lo = int(bounds["lo"]) if bounds and bounds["lo"] is not None else 0
-    hi = int(bounds["hi"]) if bounds and bounds["hi"] is not None else 0
+def _cells(requests: DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    """Per client and heatmap bucket (from ``lo`` to ``hi``), every count the summaries
+    need: one Spark job over the written requests instead of one per summary."""
     width = max(1, (hi - lo) // HEATMAP_BUCKETS + 1)
     throttle = F.col("predicted_throttle_ms")
     delayed_bytes = F.when(
