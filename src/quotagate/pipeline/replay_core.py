@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -162,7 +163,11 @@ class Requests:
         def topic_counts(rows: list[int]) -> list[list[int] | None]:
             if "topics" not in names:
                 return [None] * len(rows)
-            listed = table.column("topics").take(pa.array(rows, pa.int64())).to_pylist()
+            topics = table.column("topics")
+            listed = topics.take(pa.array(rows, pa.int64())).to_pylist()
+            if pa.types.is_string(topics.type):
+                # As JSON text (how replay.py ships them past Spark's slow nested Arrow path).
+                listed = [None if entry is None else json.loads(entry) for entry in listed]
             return [_counts(entry) for entry in listed]
 
         return cls(
