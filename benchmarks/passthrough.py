@@ -12,9 +12,9 @@ machine hits both sides alike. Reports medians over rounds: produce and consume 
 (far above what the run reaches, as a production gateway has them) and writes usage events
 to Parquet; without it the gateway runs with no quota configured and no usage events.
 ``--pure`` adds the same gateway running its pure-Python modules (``QUOTAGATE_PURE_PYTHON``)
-beside the compiled build. ``--baseline-src DIR`` adds a second gateway, same configuration, importing quotagate from
-``DIR`` (the ``src`` directory of another checkout, e.g. from ``git archive``), as one more
-side of every round: before and after a change, measured in one run.
+beside the compiled build. ``--baseline-src DIR`` adds a second gateway, same configuration,
+importing quotagate from ``DIR`` (the ``src`` directory of another checkout, e.g. from
+``git archive``), as one more side of every round: before and after a change, in one run.
 """
 
 from __future__ import annotations

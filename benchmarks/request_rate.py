@@ -18,8 +18,9 @@ median req/s of each target, its ratio to direct, and the CPU time (user + syste
 /proc, every thread and child) the relay process spent per response. The broker and the load
 process run on the same cores, so the ratios, not the absolute rates, are the figure.
 ``--pure`` adds the same gateway running its pure-Python modules (``QUOTAGATE_PURE_PYTHON``)
-beside the compiled build. ``--baseline-src DIR`` adds a second gateway importing quotagate from ``DIR`` (the ``src``
-directory of another checkout, e.g. from ``git archive``): before and after, in one run.
+beside the compiled build. ``--baseline-src DIR`` adds a second gateway importing quotagate
+from ``DIR`` (the ``src`` directory of another checkout, e.g. from ``git archive``): before
+and after, in one run.
 """
 
 from __future__ import annotations
