@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import pyarrow.dataset as ds
 import pytest
 
 from quotagate.enforcement.runtime import QuotaRuntime
@@ -12,29 +14,20 @@ from quotagate.gateway import ConnectionInfo, Exchange
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.headers import parse_request_header
 from quotagate.protocol.kio_nested import build
-from quotagate.usage.schema import UsageEvent
-
-
-class _Events:
-    def __init__(self) -> None:
-        self.events: list[UsageEvent] = []
-
-    def add(self, row: tuple[object, ...]) -> bool:
-        # UsageWriter's signature: the compiled runtime checks the bool it is declared to get.
-        self.events.append(UsageEvent(*row))  # type: ignore[arg-type]
-        return True
+from quotagate.usage.writer import UsageWriter, UsageWriterSettings
 
 
 @pytest.mark.parametrize(
     ("host", "port", "address"),
     [("127.0.0.1", 53116, "127.0.0.1:53116"), ("::1", 9, "[::1]:9")],
 )
-def test_usage_event_client_host_is_the_peer_address(host: str, port: int, address: str) -> None:
+def test_usage_event_client_host_is_the_peer_address(
+    host: str, port: int, address: str, tmp_path: Path
+) -> None:
     # pipeline replay treats (principal, client_id, client_host) as one connection, and broker
     # request logs name the peer as ip:port: the IP alone would merge a machine's connections.
     runtime = QuotaRuntime(QuotaSettings())
-    events = _Events()
-    runtime.usage = events  # type: ignore[assignment]
+    runtime.usage = UsageWriter(UsageWriterSettings(tmp_path, "g"))
     frame = codec.encode_request_frame(
         build(
             api_table.request_schema(api_keys.METADATA, 12),
@@ -51,4 +44,6 @@ def test_usage_event_client_host_is_the_peer_address(host: str, port: int, addre
     )
     exchange.response_frame = b"\x00\x00\x00\x04\x00\x00\x00\x07"
     runtime.finish(exchange, runtime.ticket(exchange))
-    assert [e.client_host for e in events.events] == [address]
+    runtime.usage.close()
+    table = ds.dataset(tmp_path, format="parquet", partitioning="hive").to_table()
+    assert table.column("client_host").to_pylist() == [address]
