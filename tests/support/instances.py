@@ -75,21 +75,26 @@ class Instance:
             text=True,
         )
         self.lines: list[str] = []
-        self.bootstrap = self._wait_for_bootstrap()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        self.bootstrap = self._wait_for_bootstrap()
 
     def _wait_for_bootstrap(self) -> str:
-        assert self.process.stdout is not None
+        # The reader thread collects the output, so a silent instance fails here after the
+        # deadline, with what it printed, instead of blocking a read until the test timeout.
         deadline = time.monotonic() + 90
+        seen = 0
         while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line and self.process.poll() is not None:
+            lines = self.lines[seen:]
+            seen += len(lines)
+            for line in lines:
+                found = re.search(r"bootstrap\.servers=(127\.0\.0\.1:\d+)", line)
+                if found:
+                    return found[1]
+            if not lines and self.process.poll() is not None:
                 break
-            self.lines.append(line)
-            found = re.search(r"bootstrap\.servers=(127\.0\.0\.1:\d+)", line)
-            if found:
-                return found[1]
+            time.sleep(0.05)
+        self.process.kill()
         raise AssertionError("instance did not start:\n" + "".join(self.lines))
 
     def _read(self) -> None:
