@@ -35,13 +35,13 @@ from passthrough import (
     PARTITIONS,
     _consume_throughput,
     _produce_throughput,
+    every_client_quotas,
     start_gateway,
 )
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.store.quotas import Change, QuotaStore
 
 TANSU_NODE_ID = 111
-HIGH = 10_000_000_000.0  # bytes per second: configured, never reached
 PRODUCE_QUOTA = 1_000_000.0
 FETCH_QUOTA = 1_000_000.0
 WINDOWS = 2  # quota.window.num for the accuracy runs (see docs/quotas.md on 11 windows)
@@ -79,13 +79,9 @@ def main() -> None:
 
 def _configure(store_path: Path) -> None:
     store = QuotaStore.open(store_path)
-    every_client = {"client-id": None}
     store.alter_client_quotas(
         [
-            Change(every_client, "producer_byte_rate", HIGH),
-            Change(every_client, "consumer_byte_rate", HIGH),
-            Change(every_client, "request_percentage", 100_000.0),
-            Change(every_client, "controller_mutation_rate", 1000.0),
+            *every_client_quotas(),
             Change({"client-id": "accuracy-producer"}, "producer_byte_rate", PRODUCE_QUOTA),
             Change({"client-id": "accuracy-consumer"}, "consumer_byte_rate", FETCH_QUOTA),
         ],

@@ -42,7 +42,7 @@ from quotagate.store.quotas import Change, QuotaStore
 MESSAGE_BYTES = 1024
 PARTITIONS = 3
 TANSU_NODE_ID = 111
-HIGH = 10_000_000_000.0
+HIGH = 10_000_000_000.0  # bytes per second: configured, never reached
 
 
 @dataclass
@@ -100,20 +100,22 @@ def main() -> None:
                 process.wait(30)
 
 
-def configure_quotas(store_path: Path) -> None:
-    """Produce, fetch, request and mutation quotas for every client, far above any run."""
-    store = QuotaStore.open(store_path)
+def every_client_quotas() -> list[Change]:
+    """Produce, fetch, request and mutation quotas for every client (a default client-id
+    entity), far above any run: what a production gateway has configured."""
     every_client: dict[str, str | None] = {"client-id": None}
-    store.alter_client_quotas(
-        [
-            Change(every_client, "producer_byte_rate", HIGH),
-            Change(every_client, "consumer_byte_rate", HIGH),
-            Change(every_client, "request_percentage", 100_000.0),
-            Change(every_client, "controller_mutation_rate", 1000.0),
-        ],
-        "benchmark",
-        "benchmarks",
-    )
+    return [
+        Change(every_client, "producer_byte_rate", HIGH),
+        Change(every_client, "consumer_byte_rate", HIGH),
+        Change(every_client, "request_percentage", 100_000.0),
+        Change(every_client, "controller_mutation_rate", 1000.0),
+    ]
+
+
+def configure_quotas(store_path: Path) -> None:
+    """``every_client_quotas`` in the quota store a gateway will open."""
+    store = QuotaStore.open(store_path)
+    store.alter_client_quotas(every_client_quotas(), "benchmark", "benchmarks")
     store.close()
 
 

@@ -50,6 +50,7 @@ import uvloop
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kio.schema.errors import ErrorCode
 
+from passthrough import every_client_quotas
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime, QuotaSettings
 from quotagate.enforcement.settings import UsageSettings
 from quotagate.gateway import Gateway, GatewayConfig, ListenerConfig, Plugin
@@ -59,9 +60,7 @@ from quotagate.gateway.embedded import LOOPBACK, free_port
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.host_port import HostPort
 from quotagate.protocol.kio_nested import build, nested
-from quotagate.store.quotas import Change
 
-HIGH = 10_000_000_000.0  # bytes per second: configured, never reached
 CLIENT_ID = "bench-client"
 CORRELATION_ID = 7
 PRODUCE_FRAME_BYTES = 215
@@ -339,16 +338,8 @@ class Bench:
             usage = UsageSettings(path=usage_dir) if mode == "on+usage" else UsageSettings()
             self.runtime = QuotaRuntime(QuotaSettings(usage=usage))
             if mode in ("on", "on+usage"):
-                every_client: dict[str, str | None] = {"client-id": None}
                 self.runtime.alter_client_quotas(
-                    [
-                        Change(every_client, "producer_byte_rate", HIGH),
-                        Change(every_client, "consumer_byte_rate", HIGH),
-                        Change(every_client, "request_percentage", 100_000.0),
-                        Change(every_client, "controller_mutation_rate", 1000.0),
-                    ],
-                    "benchmark",
-                    "benchmarks/request_cost.py",
+                    every_client_quotas(), "benchmark", "benchmarks/request_cost.py"
                 )
             plugins.append(QuotaEnforcement(self.runtime))
         self.gateway = Gateway(config, plugins=plugins)
