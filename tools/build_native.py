@@ -15,7 +15,6 @@ headers the build says so and leaves pure Python in place: nothing else depends 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -23,6 +22,7 @@ import sys
 import sysconfig
 import time
 import tomllib
+import warnings
 from pathlib import Path
 
 from mypyc.build import mypycify
@@ -30,10 +30,17 @@ from setuptools import setup
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
-PACKAGE = SRC / "quotagate"
-MANIFEST = PACKAGE / "_compiled.json"  # what quotagate._compiled reads
 BUILD = ROOT / "build" / "native"
 GROUP = "quotagate_native"
+
+# The manifest, where a module's source is and how it is hashed: the runtime's own rules,
+# from this tree. Importing the package checks the manifest, which this script is about to
+# answer: its warning that a source changed since the build is no news here.
+sys.path.insert(0, str(SRC))
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", RuntimeWarning)
+    from quotagate import _compiled
+PACKAGE = _compiled.PACKAGE
 
 
 def main() -> int:
@@ -65,40 +72,28 @@ def listed_modules() -> list[str]:
         config = tomllib.load(file)
     modules: list[str] = config["tool"]["quotagate"]["compiled"]["modules"]
     for module in modules:
-        if not source_of(module).is_file():
+        if not _compiled.source_of(module).is_file():
             raise SystemExit(f"pyproject.toml lists {module} to compile, but it has no source")
     return modules
 
 
-def source_of(module: str) -> Path:
-    return SRC.joinpath(*module.split(".")).with_suffix(".py")
-
-
-def source_hash(path: Path) -> str:
-    # The same hash quotagate._compiled checks at import (not imported from there: importing
-    # the package would check a manifest this script is about to replace).
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def up_to_date(modules: list[str]) -> bool:
-    if not MANIFEST.is_file() or missing_toolchain():
+    if missing_toolchain():
         return False
-    built: dict[str, str] = json.loads(MANIFEST.read_text())
-    return sorted(built) == sorted(modules) and all(
-        built[module] == source_hash(source_of(module)) for module in modules
-    )
+    built = _compiled.read_manifest()
+    return sorted(built) == sorted(modules) and _compiled.stale_module(built) is None
 
 
 def clean() -> None:
     """Remove every extension a build left, so a module taken off the list is Python again."""
-    MANIFEST.unlink(missing_ok=True)
+    _compiled.MANIFEST.unlink(missing_ok=True)
     for built in [*PACKAGE.rglob("*.so"), *SRC.glob(f"{GROUP}__mypyc*.so")]:
         built.unlink()
 
 
 def missing_toolchain() -> str | None:
-    if os.environ.get("QUOTAGATE_PURE_PYTHON"):
-        return "QUOTAGATE_PURE_PYTHON is set"
+    if _compiled.pure_python_asked():
+        return f"{_compiled.PURE_PYTHON} is set"
     compiler = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
     if shutil.which(compiler.split()[0]) is None:
         return f"no C compiler: {compiler.split()[0]} is not on PATH"
@@ -109,7 +104,7 @@ def missing_toolchain() -> str | None:
 
 
 def compile_in_place(modules: list[str]) -> None:
-    paths = [str(source_of(module).relative_to(SRC)) for module in modules]
+    paths = [str(_compiled.source_of(module).relative_to(SRC)) for module in modules]
     os.chdir(SRC)  # in-place extensions land by module name, relative to here
     # One C file per module, so that a rebuild recompiles only the modules that changed.
     extensions = mypycify(
@@ -123,8 +118,8 @@ def compile_in_place(modules: list[str]) -> None:
 
 
 def write_manifest(modules: list[str]) -> None:
-    hashes = {module: source_hash(source_of(module)) for module in modules}
-    MANIFEST.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+    hashes = {module: _compiled.source_hash(_compiled.source_of(module)) for module in modules}
+    _compiled.MANIFEST.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
