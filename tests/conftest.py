@@ -3,14 +3,16 @@
 * ``start_tansu()`` starts a fresh broker (memory storage) and returns it; ``tansu`` is one
   broker shared by the whole session.
 * ``start_gateway(upstream, ...)`` starts a gateway in a background thread in front of any
-  bootstrap address and returns it; ``gateway`` is one shared gateway in front of ``tansu``.
+  bootstrap address and returns it, stopped when the test ends (``start_module_gateway``: when
+  the module ends, for module-scoped fixtures); ``gateway`` is one shared gateway in front of
+  ``tansu``.
 
-Everything is stopped at the end of the session; tests that need a private broker or
-gateway may stop theirs earlier.
+Brokers and the shared gateway are stopped at the end of the session.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -49,8 +51,9 @@ def tansu(start_tansu: Callable[[], TansuBroker]) -> TansuBroker:
 
 
 
-@pytest.fixture(scope="session")
-def start_gateway() -> Iterator[Callable[..., BackgroundGateway]]:
+@contextlib.contextmanager
+def _gateways() -> Iterator[Callable[..., BackgroundGateway]]:
+    """A factory of gateways in front of any upstream, all stopped when the block ends."""
     gateways: list[BackgroundGateway] = []
 
     def start(
@@ -67,16 +70,34 @@ def start_gateway() -> Iterator[Callable[..., BackgroundGateway]]:
         gateways.append(gateway)
         return gateway
 
-    yield start
-    for gateway in gateways:
-        gateway.stop()
+    try:
+        yield start
+    finally:
+        for gateway in gateways:
+            gateway.stop()
+
+
+# A gateway outlives nothing that started it: one left running for the rest of the session
+# (in front of a private broker already stopped, it retries discovery every second) takes
+# CPU from the timing-sensitive fleet tests that come later.
+@pytest.fixture
+def start_gateway() -> Iterator[Callable[..., BackgroundGateway]]:
+    """Gateways for one test, stopped when it ends."""
+    with _gateways() as start:
+        yield start
+
+
+@pytest.fixture(scope="module")
+def start_module_gateway() -> Iterator[Callable[..., BackgroundGateway]]:
+    """Gateways for a module-scoped fixture, stopped when the module's tests are done."""
+    with _gateways() as start:
+        yield start
 
 
 @pytest.fixture(scope="session")
-def gateway(
-    start_gateway: Callable[..., BackgroundGateway], tansu: TansuBroker
-) -> BackgroundGateway:
-    return start_gateway(tansu.bootstrap)
+def gateway(tansu: TansuBroker) -> Iterator[BackgroundGateway]:
+    with _gateways() as start:
+        yield start(tansu.bootstrap)
 
 
 def _wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "") -> Any:

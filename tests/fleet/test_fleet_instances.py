@@ -33,10 +33,12 @@ def test_instances_hold_one_client_to_one_quota(tmp_path: Path) -> None:
         def run(name: str) -> None:
             results[name] = runs[name].achieved(broker.bootstrap, tmp_path / name.replace(" ", "-"))
 
-        # Two at a time: in-process instances share one interpreter, and eleven gateways with
-        # thirty-two producers at once starve the exchange's own reports of the loop.
-        for pair in (("single", "even"), ("uneven", "no exchange")):
-            threads = [threading.Thread(target=run, args=(name,)) for name in pair]
+        # In-process instances share one interpreter with their clients. Four exchanging
+        # instances run alone: beside another run on a loaded CI machine their reports came
+        # back late (exchange lost, peers silenced) and 5.7 % more got through than through
+        # one instance. The two light runs share a phase.
+        for phase in (("single", "no exchange"), ("even",), ("uneven",)):
+            threads = [threading.Thread(target=run, args=(name,)) for name in phase]
             for thread in threads:
                 thread.start()
             for thread in threads:

@@ -69,7 +69,7 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def sasl_gateways(
-    start_gateway: Callable[..., BackgroundGateway],
+    start_module_gateway: Callable[..., BackgroundGateway],
     tansu: TansuBroker,
     credentials: CredentialStore,
     certificate: tuple[Path, Path],
@@ -77,10 +77,10 @@ def sasl_gateways(
     factory = SaslAuthenticatorFactory(credentials)
     cert, key = certificate
     return {
-        "SASL_PLAINTEXT": start_gateway(
+        "SASL_PLAINTEXT": start_module_gateway(
             tansu.bootstrap, security_protocol="SASL_PLAINTEXT", authenticator_factory=factory
         ),
-        "SASL_SSL": start_gateway(
+        "SASL_SSL": start_module_gateway(
             tansu.bootstrap,
             security_protocol="SASL_SSL",
             listener={"ssl_certificate_location": str(cert), "ssl_key_location": str(key)},

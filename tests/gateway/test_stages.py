@@ -74,10 +74,10 @@ class QuotaLikeStage(Stage):
 
 @pytest.fixture(scope="module")
 def staged(
-    tansu: TansuBroker, start_gateway: Callable[..., BackgroundGateway]
+    tansu: TansuBroker, start_module_gateway: Callable[..., BackgroundGateway]
 ) -> tuple[BackgroundGateway, QuotaLikeStage]:
     stage = QuotaLikeStage()
-    return start_gateway(tansu.bootstrap, stages=[stage]), stage
+    return start_module_gateway(tansu.bootstrap, stages=[stage]), stage
 
 
 def _exchange(sock: socket.socket, request: Any, correlation_id: int, client_id: str) -> bytes:
