@@ -50,7 +50,6 @@ def tansu(start_tansu: Callable[[], TansuBroker]) -> TansuBroker:
     return start_tansu()
 
 
-
 @contextlib.contextmanager
 def _gateways() -> Iterator[Callable[..., BackgroundGateway]]:
     """A factory of gateways in front of any upstream, all stopped when the block ends."""
