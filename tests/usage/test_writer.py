@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -71,3 +73,30 @@ def test_flush_hands_a_partial_batch_to_the_writer_thread(tmp_path: Path) -> Non
     writer.close()
     table = ds.dataset(tmp_path, format="parquet", partitioning="hive").to_table()
     assert table.column("client_id").to_pylist() == ["c1"]
+
+
+def test_the_first_flush_imports_nothing(tmp_path: Path) -> None:
+    # An import on the writer thread holds the GIL, stalling the event loop mid-traffic
+    # (pyarrow's first conversion imports pandas: ~0.3 s). A fresh interpreter, so that
+    # nothing an earlier test imported hides it.
+    script = f"""
+import dataclasses, sys
+from pathlib import Path
+from quotagate.usage.schema import UsageEvent
+from quotagate.usage.writer import UsageWriter, UsageWriterSettings
+writer = UsageWriter(UsageWriterSettings(Path({str(tmp_path)!r}), "g"))
+event = UsageEvent(
+    ts_ms=1_700_000_000_000, gateway_id="g", listener="PLAINTEXT", principal="User:a",
+    client_id="c", client_host="127.0.0.1", api_key=0, api_version=9, request_bytes=1,
+    topics=[("t", 1)],
+)
+before = set(sys.modules)
+writer.add(dataclasses.astuple(event))
+writer.close()
+assert writer.written == 1
+print(sorted(set(sys.modules) - before))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.strip() == "[]", result.stdout

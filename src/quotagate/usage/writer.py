@@ -102,6 +102,7 @@ class UsageWriter:
         self.files_completed = 0
         self._last_drop_log = 0.0
         self._closed = False
+        _load_conversions()
         self._writer = threading.Thread(target=self._run, name="quotagate-usage", daemon=True)
         self._writer.start()
 
@@ -269,6 +270,14 @@ class UsageWriter:
         if handle is not None:
             handle.close()
             self.files_completed += 1
+
+
+def _load_conversions() -> None:
+    # pyarrow imports pandas (when installed) the first time it converts a Python sequence,
+    # to ask whether it is a pandas object: ~0.3 s of CPU holding the GIL. Paid on the writer
+    # thread at the first flush, it stalled the event loop mid-traffic; paid here, it is
+    # start-up work (and part of the heap a serving process freezes).
+    pa.array((), pa.int64())
 
 
 def _to_table(rows: list[UsageRow]) -> pa.Table:
