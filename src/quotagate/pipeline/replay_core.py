@@ -58,6 +58,7 @@ PREDICTION_TYPES: Final = {
 }
 _STRING_ORDER: Final = ("principal", "client_id", "client_host")
 _NUMERIC: Final = [c for c in ORDER_COLUMNS if c not in _STRING_ORDER]
+_FLAGS: Final = ("acks", "follower", "validate_only")  # nullable: null reads as missing
 _CAUSE_CODE: Final = {cause: code for code, cause in enumerate(CAUSES)}
 _CAUSE_TEXT: Final = [cause.value for cause in CAUSES]
 
@@ -124,26 +125,14 @@ class Requests:
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame) -> Requests:
-        codes: dict[str, Int64s] = {}
-        strings: dict[str, list[str]] = {}
-        for column in _STRING_ORDER:
-            found, uniques = pd.factorize(frame[column])
-            codes[column], strings[column] = found.astype(np.int64), list(uniques)
-
-        def topic_counts(rows: list[int]) -> list[list[int] | None]:
-            if "topics" not in frame.columns:
-                return [None] * len(rows)
-            return [_counts(frame["topics"].iat[i]) for i in rows]
-
-        return cls(
-            numeric={c: frame[c].to_numpy(np.int64) for c in _NUMERIC},
-            codes=codes,
-            strings=strings,
-            acks=_fact(frame, "acks", "Int64", -2).to_numpy(np.int64),
-            follower=_fact(frame, "follower", "boolean", False).to_numpy(bool),
-            validate_only=_fact(frame, "validate_only", "boolean", False).to_numpy(bool),
-            topic_counts=topic_counts,
-        )
+        """The frame's request facts read as Arrow columns (one reading for frames and
+        Spark's batches alike); its topics are read where they are, as Python objects."""
+        facts = [c for c in (*ORDER_COLUMNS, *_FLAGS) if c in frame.columns]
+        requests = cls.from_arrow(pa.Table.from_pandas(frame[facts], preserve_index=False))
+        if "topics" in frame.columns:
+            topics = frame["topics"]
+            requests.topic_counts = lambda rows: [_counts(topics.iat[i]) for i in rows]
+        return requests
 
     @classmethod
     def from_arrow(cls, table: pa.Table) -> Requests:
@@ -156,7 +145,8 @@ class Requests:
         names = set(table.column_names)
 
         def flag(column: str, missing: int | bool, dtype: type) -> Any:
-            if column not in names:
+            # Absent, or all null in a frame pandas could not type (Arrow's null type).
+            if column not in names or pa.types.is_null(table.column(column).type):
                 return np.full(table.num_rows, missing, dtype)
             return pc.fill_null(table.column(column), missing).to_numpy().astype(dtype)
 
@@ -379,14 +369,6 @@ def _classify(
     ).astype(np.int64)
     mutating = (other == OtherQuota.STRICT_MUTATION) | (other == OtherQuota.PERMISSIVE_MUTATION)
     return charging, amount, np.flatnonzero(mutating)
-
-
-def _fact(frame: pd.DataFrame, column: str, dtype: str, missing: object) -> Any:
-    """A request fact column with its nulls filled; frames from before the column existed
-    (or hand-built ones) have none, which reads as all missing."""
-    if column not in frame.columns:
-        return pd.array([missing] * len(frame), dtype=dtype)
-    return pd.array(frame[column], dtype=dtype).fillna(missing)
 
 
 def _closed_loop(
