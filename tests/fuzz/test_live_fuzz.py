@@ -303,6 +303,7 @@ def test_live_clients_see_nothing_of_the_fuzzing(
         "rss_samples": rss.samples,
         "rss_bound_kib": RSS_BOUND_KIB,
         "withheld_from_upstream": upstream_guard.withheld,
+        "withheld_for_topic_names": upstream_guard.withheld_names,
     }
     print(f"live fuzz: {figures}")
     _report(figures)
