@@ -34,7 +34,7 @@ _cap_memory()
 # Imported after the cap so that even import-time allocations are under it.
 from fuzz.lies import lies  # noqa: E402
 from fuzz.shapes import conform  # noqa: E402
-from quotagate.protocol import api_keys, codec  # noqa: E402
+from quotagate.protocol import api_keys, api_table, codec, removed_versions  # noqa: E402
 from quotagate.protocol.api_table import ThrottleField, throttle_field  # noqa: E402
 from quotagate.protocol.api_versions_body import parse_api_versions  # noqa: E402
 from quotagate.protocol.framing import with_size_prefix  # noqa: E402
@@ -51,6 +51,7 @@ from quotagate.protocol.throttle_time import (  # noqa: E402
 EXPECTED: Final = (codec.CodecError, HeaderError)
 _ALL_LIES_DONE: Final = -2  # progress mark once a frame's lies are all decoded
 Step = Callable[[bytes], Any]
+_DELETE_BY_ID: Final = 6  # DeleteTopics v6+: topics[] of (nullable name, topic id)
 
 if os.environ.get("QUOTAGATE_FUZZ_WITHOUT_BOUNDS") == "1":
     # The oracle's own test: with the bounds walk gone, the lies must kill this process.
@@ -166,6 +167,37 @@ def partitions_created(job: dict[str, Any]) -> dict[str, Any]:
     return {"partitions": total}
 
 
+def topic_names(job: dict[str, Any]) -> dict[str, Any]:
+    """The topic names a Produce, Metadata, CreateTopics or DeleteTopics frame names, as the
+    upstream would read them (removed versions read by hand, as the gateway reads them);
+    none when it does not decode: the gateway refuses such a frame, or forwards bytes whose
+    names nobody can tell. A decoder failing otherwise is the other tests' finding, not this
+    question's: none either."""
+    frame = bytes.fromhex(job["frame"])
+    try:
+        return {"names": _topic_names(frame)}
+    except Exception:
+        return {"names": []}
+
+
+def _topic_names(frame: bytes) -> list[str]:
+    header = parse_request_header(frame)
+    removed = api_table.is_removed(header.api_key, header.api_version)
+    if removed and header.api_key == api_keys.PRODUCE:
+        return [topic.name for topic in removed_versions.read_produce(frame, header).topics]
+    if removed:
+        topics = removed_versions.read_mutation(frame, header).topics
+        return [topic if isinstance(topic, str) else topic.name for topic in topics]
+    request = codec.decode_request(frame, header)
+    if header.api_key == api_keys.PRODUCE:
+        entries = request.topic_data
+    elif header.api_key == api_keys.DELETE_TOPICS and header.api_version < _DELETE_BY_ID:
+        return [str(name) for name in request.topic_names]
+    else:
+        entries = request.topics or ()
+    return [str(e.name) for e in entries if getattr(e, "name", None) is not None]
+
+
 def decode_once(job: dict[str, Any]) -> dict[str, Any]:
     """What the gateway's decoding steps make of one frame, lies aside."""
     frame = bytes.fromhex(job["frame"])
@@ -184,7 +216,7 @@ def decode_once(job: dict[str, Any]) -> dict[str, Any]:
     return {"outcome": "decoded", "error": ""}
 
 
-_ANSWERS: Final = {"creates": partitions_created, "decode": decode_once}
+_ANSWERS: Final = {"creates": partitions_created, "names": topic_names, "decode": decode_once}
 
 
 def main() -> None:

@@ -109,7 +109,10 @@ def test_random_hostile_connections(
         assert fuzz_tansu.running
     finally:
         bystander.close()
-    print(f"socket fuzz endings: {dict(endings)}, withheld: {upstream_guard.withheld}")
+    print(
+        f"socket fuzz endings: {dict(endings)}, withheld: {upstream_guard.withheld} "
+        f"({upstream_guard.withheld_names} for topic names)"
+    )
     assert sum(n for (_, ending), n in endings.items() if ending == "closed") > 0
 
 

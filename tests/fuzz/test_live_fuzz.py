@@ -28,7 +28,15 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from fuzz.budget import Budget, expired
-from fuzz.cases import CaseMaker, Ending, Result, UpstreamGuard, request_frames, run_case
+from fuzz.cases import (
+    CaseMaker,
+    Ending,
+    Result,
+    UpstreamGuard,
+    describe,
+    request_frames,
+    run_case,
+)
 from fuzz.served import ServedGateway
 from quotagate.gateway.embedded import TansuBroker
 
@@ -53,6 +61,10 @@ class LiveClients:
     consume_errors: list[str] = field(default_factory=list)
     stop_producing: threading.Event = field(default_factory=threading.Event)
     stop_consuming: threading.Event = field(default_factory=threading.Event)
+    client_errors: list[str] = field(default_factory=list)
+    """librdkafka's error_cb (transient ones included): reported on failure, not asserted."""
+    consumer_stats: dict[str, Any] = field(default_factory=dict)
+    """The consumer's latest librdkafka statistics (stats_cb), for a failure to explain."""
 
     def start(self) -> list[threading.Thread]:
         threads = [
@@ -77,6 +89,7 @@ class LiveClients:
                 "enable.idempotence": True,
                 "linger.ms": 5,
                 "message.timeout.ms": 120_000,
+                "error_cb": self._on_error("producer"),
             }
         )
         sequence = 0
@@ -88,12 +101,67 @@ class LiveClients:
         if remaining:
             self.produce_errors.append(f"{remaining} messages unflushed")
 
+    def _on_error(self, client: str) -> Any:
+        def record(error: Any) -> None:
+            self.client_errors.append(f"{time.strftime('%H:%M:%S')} {client}: {error}")
+
+        return record
+
+    def _on_stats(self, text: str) -> None:
+        self.consumer_stats = json.loads(text)
+
+    def diagnosis(self) -> dict[str, Any]:
+        """What the clients saw, for an assertion message: counts, the first payloads acked
+        but not consumed, and where the consumer's fetcher stood."""
+        consumed = set(self.consumed)
+        missing = [payload for payload in list(self.acked) if payload not in consumed]
+        partition = self.consumer_stats.get("topics", {}).get(self.topic, {})
+        state = partition.get("partitions", {}).get("0", {})
+        brokers = self.consumer_stats.get("brokers", {})
+        return {
+            "acked": len(self.acked),
+            "consumed": len(self.consumed),
+            "missing": len(missing),
+            "first_missing": [p.decode() for p in missing[:5]],
+            "last_consumed": [p.decode() for p in self.consumed[-3:]],
+            "produce_errors": self.produce_errors[:10],
+            "consume_errors": self.consume_errors[:10],
+            "client_errors": self.client_errors[-10:],
+            "consumer_partition": {
+                key: state.get(key)
+                for key in (
+                    "fetch_state",
+                    "next_offset",
+                    "app_offset",
+                    "hi_offset",
+                    "ls_offset",
+                    "lo_offset",
+                    "consumer_lag",
+                    "fetchq_cnt",
+                    "msgs",
+                    "rxmsgs",
+                    "rxbytes",
+                    "leader",
+                )
+            },
+            "consumer_brokers": {
+                name: {
+                    key: broker.get(key)
+                    for key in ("state", "stateage", "outbuf_cnt", "waitresp_cnt", "connects")
+                }
+                for name, broker in brokers.items()
+            },
+        }
+
     def _consume(self) -> None:
         consumer = Consumer(
             {
                 "bootstrap.servers": self.bootstrap,
                 "group.id": f"fuzz-{self.topic}",
                 "enable.auto.commit": False,
+                "error_cb": self._on_error("consumer"),
+                "statistics.interval.ms": 1000,
+                "stats_cb": self._on_stats,
             }
         )
         consumer.assign([TopicPartition(self.topic, 0, 0)])
@@ -207,11 +275,7 @@ def test_live_clients_see_nothing_of_the_fuzzing(
             fuzz_seconds = time.monotonic() - started
             clients.stop_producing.set()
             threads[0].join(180)
-            wait_for(
-                lambda: len(clients.consumed) >= len(clients.acked),
-                120,
-                "the consumer to read every acknowledged message",
-            )
+            _await_consumer(clients, served_gateway, fuzz_tansu, 120)
     finally:
         clients.stop_producing.set()
         clients.stop_consuming.set()
@@ -239,19 +303,97 @@ def test_live_clients_see_nothing_of_the_fuzzing(
         "rss_samples": rss.samples,
         "rss_bound_kib": RSS_BOUND_KIB,
         "withheld_from_upstream": upstream_guard.withheld,
+        "withheld_for_topic_names": upstream_guard.withheld_names,
     }
     print(f"live fuzz: {figures}")
     _report(figures)
 
     assert served_gateway.alive(), served_gateway.log()[-3000:]
-    assert fuzz_tansu.running
+    assert fuzz_tansu.running, figures
     assert served_gateway.tracebacks() == []
     assert len(results) == budget.cases or budget.seconds is not None
-    assert _unlogged_closes(served_gateway, results) == Counter()
-    assert acked and not lost and not duplicated, figures
-    assert max(acked.values()) == 1  # the producer itself never saw a payload acked twice
-    assert clients.produce_errors == [] and clients.consume_errors == []
+    unlogged = _unlogged_closes(served_gateway, results)
+    assert unlogged == Counter(), [describe(r) for r in results if r.client_port in unlogged][:5]
+    diagnosis = {
+        **figures,
+        "first_lost": [p.decode() for p in lost[:5]],
+        "first_duplicated": [p.decode() for p in duplicated[:5]],
+        "clients": clients.diagnosis(),
+    }
+    assert acked and not lost and not duplicated, diagnosis
+    assert max(acked.values()) == 1, diagnosis  # the producer never saw a payload acked twice
+    assert clients.produce_errors == [] and clients.consume_errors == [], diagnosis
     assert rss.peak_kib < RSS_BOUND_KIB, figures
+
+
+def _await_consumer(
+    clients: LiveClients, gateway: ServedGateway, tansu: TansuBroker, timeout_s: float
+) -> None:
+    """Wait until the consumer has read as many messages as were acknowledged; on timeout,
+    fail with what the clients saw, what the upstream itself holds, and the gateway's log."""
+    deadline = time.monotonic() + timeout_s
+    while len(clients.consumed) < len(clients.acked):
+        if time.monotonic() > deadline:
+            diagnosis = clients.diagnosis()
+            upstream = _upstream_view(tansu.bootstrap, clients.topic, clients.acked)
+            raise AssertionError(
+                f"timed out after {timeout_s} s waiting for the consumer to read every "
+                f"acknowledged message: {diagnosis}\nupstream: {upstream}\n"
+                f"gateway log, fuzz lines left out:\n{_quiet_log(gateway)}"
+            )
+        time.sleep(0.05)
+
+
+def _upstream_view(bootstrap: str, topic: str, acked: list[bytes]) -> dict[str, Any]:
+    """The topic as the broker itself holds it, read around the gateway: whether what the
+    consumer misses was stored (and where), or never reached the log."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{topic}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    offsets: dict[bytes, list[int]] = {}
+    read, end = 0, -1
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            if message.error() is not None:
+                if message.error().code() == KafkaError._PARTITION_EOF:
+                    end = message.offset()
+                    break
+                continue
+            read += 1
+            offsets.setdefault(message.value(), []).append(message.offset())
+    except Exception as exc:  # a diagnosis must not hide the failure it explains
+        return {"error": repr(exc)}
+    finally:
+        consumer.close()
+    missing = [payload for payload in acked if payload not in offsets]
+    return {
+        "watermarks": (low, high),
+        "read": read,
+        "end": end,
+        "acked_not_stored": len(missing),
+        "first_acked_not_stored": [p.decode() for p in missing[:5]],
+        "stored_twice": sum(1 for found in offsets.values() if len(found) > 1),
+    }
+
+
+_FUZZ_EVENTS: Final = re.compile(r"event=(?:protocol_error|unsupported_version|connection_closed) ")
+
+
+def _quiet_log(gateway: ServedGateway, lines: int = 30) -> str:
+    """The gateway log's last lines other than the fuzz cases' own closes and refusals."""
+    kept = [line for line in gateway.log().splitlines() if not _FUZZ_EVENTS.search(line)]
+    return "\n".join(kept[-lines:])
 
 
 def _report(figures: dict[str, Any]) -> None:

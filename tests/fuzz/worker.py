@@ -63,6 +63,13 @@ class DecodeWorker:
         partitions: int = self._ask(job)["partitions"]
         return partitions
 
+    def topic_names(self, frame: bytes) -> list[str]:
+        """The topic names a Produce, Metadata, CreateTopics or DeleteTopics request frame
+        names (none when it does not decode)."""
+        job = {"kind": "names", "api_key": -1, "api_version": -1, "frame": frame.hex()}
+        names: list[str] = self._ask(job)["names"]
+        return names
+
     def decode(self, kind: str, api_key: int, api_version: int, frame: bytes) -> dict[str, str]:
         """Decode one frame in the child: outcome ``decoded``, ``refused`` or ``escaped``."""
         job = {

@@ -6,6 +6,7 @@ directory and metrics port; instances naming the same ``store_topic`` share conf
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from quotagate.client import ClientQuotaAlteration, ClientQuotaEntity, SyncAdminClient
 from quotagate.gateway.embedded import free_port
+from quotagate.instance.supervisor import START_TIMEOUT_S
 from quotagate.store.backends import StoreSettings, open_quota_store
 from quotagate.store.quotas import Change
 from support.fleet_load import CLIENT_ID
@@ -82,7 +84,10 @@ class Instance:
     def _wait_for_bootstrap(self) -> str:
         # The reader thread collects the output, so a silent instance fails here after the
         # deadline, with what it printed, instead of blocking a read until the test timeout.
-        deadline = time.monotonic() + 90
+        # The supervisor prints the bootstrap line only once every worker serves, and gives
+        # up by itself after START_TIMEOUT_S saying which worker did not start: the deadline
+        # leaves it that time (and its stopping of the workers) to say so.
+        deadline = time.monotonic() + START_TIMEOUT_S + 45
         seen = 0
         while time.monotonic() < deadline:
             lines = self.lines[seen:]
@@ -94,8 +99,17 @@ class Instance:
             if not lines and self.process.poll() is not None:
                 break
             time.sleep(0.05)
+        self._dump_stacks()
         self.process.kill()
         raise AssertionError("instance did not start:\n" + "".join(self.lines))
+
+    def _dump_stacks(self) -> None:
+        """SIGUSR1 to every worker still up: each prints its threads' stacks (faulthandler,
+        registered before the gateway starts), so a worker stuck in its start says where."""
+        for pid in self.worker_pids().values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGUSR1)
+        time.sleep(2)
 
     def _read(self) -> None:
         assert self.process.stdout is not None
