@@ -7,8 +7,10 @@ sample), exactly like Kafka: reading a metric can move sample start times, and t
 pipeline must see the same numbers the gateway saw.
 
 Samples are kept as four parallel lists (value, event count, start, last event) rather than
-objects: the quota check runs on every request, and builtin ``min`` over a list is what
-makes "is anything obsolete?" and "when did the oldest sample start?" cheap.
+objects. Two numbers spare the quota check a pass over the ring on most requests: a floor
+under every sample's last event (``now - floor < S windows`` means nothing is obsolete, and
+only when that fails is the ring scanned, exactly as Kafka's loop does), and the earliest
+start, kept exact and recomputed only after the sample that held it was reset.
 """
 
 from __future__ import annotations
@@ -56,7 +58,17 @@ class SampledStat(Stat):
     """Base of the windowed stats; subclasses say how a sample absorbs a value and how
     samples combine."""
 
-    __slots__ = ("_current", "_initial", "counts", "lasts", "starts", "values")
+    __slots__ = (
+        "_current",
+        "_initial",
+        "_last_floor",
+        "_oldest_stale",
+        "_oldest_start",
+        "counts",
+        "lasts",
+        "starts",
+        "values",
+    )
 
     def __init__(self, initial: float = 0.0) -> None:
         self._initial = initial
@@ -65,6 +77,12 @@ class SampledStat(Stat):
         self.starts: list[int] = []
         self.lasts: list[int] = []
         self._current = 0
+        # At most min(lasts) (while there are samples): lowered with every write of a last
+        # event, made exact by every purge scan.
+        self._last_floor = 0
+        # min(starts) unless _oldest_stale: a reset that raised the earliest start stales it.
+        self._oldest_start = 0
+        self._oldest_stale = True
 
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         if not self.values:
@@ -78,6 +96,8 @@ class SampledStat(Stat):
         self.values[i] = self._update(self.values[i], value)
         self.counts[i] += 1
         self.lasts[i] = now_ms
+        if now_ms < self._last_floor:  # noqa: PLR1730 - min() is a call per record, interpreted
+            self._last_floor = now_ms
 
     def measure(self, config: MetricConfig, now_ms: int) -> float:
         self.purge_obsolete_samples(config, now_ms)
@@ -87,16 +107,24 @@ class SampledStat(Stat):
         """Start of the sample that started first (creating one at ``now_ms`` if none)."""
         if not self.starts:
             self._append(now_ms)
-        return _earliest(self.starts)
+        if self._oldest_stale:
+            self._oldest_start = _earliest(self.starts)
+            self._oldest_stale = False
+        return self._oldest_start
 
     def purge_obsolete_samples(self, config: MetricConfig, now_ms: int) -> None:
         expire_age = config.samples * config.time_window_ms
         lasts = self.lasts
-        if not lasts or now_ms - _earliest(lasts) < expire_age:
+        # The floor is at most every last event: when it is recent, so are they all.
+        if not lasts or now_ms - self._last_floor < expire_age:
             return
-        for i, last in enumerate(lasts):
+        for i, last in enumerate(lasts):  # Kafka's loop
             if now_ms - last >= expire_age:
                 self._reset(i, now_ms)
+        # The ring was just read, so making both numbers exact again costs little.
+        self._last_floor = _earliest(lasts)
+        self._oldest_start = _earliest(self.starts)
+        self._oldest_stale = False
 
     def clone(self) -> SampledStat:
         twin = type(self)()  # stats are built without arguments; the state is copied below
@@ -106,6 +134,9 @@ class SampledStat(Stat):
         twin.starts = list(self.starts)
         twin.lasts = list(self.lasts)
         twin._current = self._current
+        twin._last_floor = self._last_floor
+        twin._oldest_start = self._oldest_start
+        twin._oldest_stale = self._oldest_stale
         return twin
 
     @property
@@ -114,6 +145,13 @@ class SampledStat(Stat):
         return sum(1 for count in self.counts if count > 0)
 
     def _append(self, now_ms: int) -> int:
+        if not self.values:
+            self._last_floor = now_ms
+            self._oldest_start = now_ms
+            self._oldest_stale = False
+        else:
+            self._last_floor = min(self._last_floor, now_ms)
+            self._oldest_start = min(self._oldest_start, now_ms)  # harmless when stale
         self.values.append(self._initial)
         self.counts.append(0)
         self.starts.append(now_ms)
@@ -121,17 +159,26 @@ class SampledStat(Stat):
         return len(self.values) - 1
 
     def _reset(self, i: int, now_ms: int) -> None:
+        """Start sample ``i`` afresh; the caller keeps the floor and the earliest start."""
         self.values[i] = self._initial
         self.counts[i] = 0
         self.starts[i] = now_ms
         self.lasts[i] = now_ms
 
     def _advance(self, config: MetricConfig, now_ms: int) -> int:
-        self._current = (self._current + 1) % (config.samples + 1)
-        if self._current >= len(self.values):
+        i = self._current = (self._current + 1) % (config.samples + 1)
+        if i >= len(self.values):
             return self._append(now_ms)
-        self._reset(self._current, now_ms)
-        return self._current
+        old_start = self.starts[i]
+        self._reset(i, now_ms)
+        if now_ms < self._last_floor:  # noqa: PLR1730 - as in record
+            self._last_floor = now_ms
+        if not self._oldest_stale:
+            if now_ms <= self._oldest_start:
+                self._oldest_start = now_ms
+            elif old_start == self._oldest_start:
+                self._oldest_stale = True  # the earliest start may have been this one
+        return i
 
     def _update(self, current: float, value: float) -> float:
         raise NotImplementedError
@@ -160,6 +207,8 @@ class WindowedSum(SampledStat):
         values[i] += value
         self.counts[i] += 1
         self.lasts[i] = now_ms
+        if now_ms < self._last_floor:  # noqa: PLR1730 - min() is a call per record, interpreted
+            self._last_floor = now_ms
 
     def _update(self, current: float, value: float) -> float:
         return current + value
