@@ -137,13 +137,15 @@ class SampledStat(Stat):
             return
         # Kafka's loop, which also makes the floor and the earliest start exact again,
         # starting from the first sample as the loop leaves it.
+        # now - last >= expire_age, with the subtraction taken once (ints do not overflow).
+        obsolete_from = now_ms - expire_age
         first = samples[0]
-        if now_ms - first.last >= expire_age:
+        if first.last <= obsolete_from:
             floor = oldest = now_ms
         else:
             floor, oldest = first.last, first.start
         for sample in samples:
-            if now_ms - sample.last >= expire_age:
+            if sample.last <= obsolete_from:
                 sample.reset(self._initial, now_ms)
             if sample.last < floor:  # noqa: PLR1730 - as in _earliest_start
                 floor = sample.last
