@@ -144,13 +144,17 @@ class SampledStat(Stat):
             floor = oldest = now_ms
         else:
             floor, oldest = first.last, first.start
-        for sample in samples:
-            if sample.last <= obsolete_from:
-                sample.reset(self._initial, now_ms)
-            if sample.last < floor:  # noqa: PLR1730 - as in _earliest_start
-                floor = sample.last
-            if sample.start < oldest:  # noqa: PLR1730
-                oldest = sample.start
+        initial = self._initial
+        for sample in samples:  # each attribute read once: interpreted, reads cost
+            last = sample.last
+            if last <= obsolete_from:
+                sample.reset(initial, now_ms)
+                last = now_ms
+            if last < floor:  # noqa: PLR1730 - as in _earliest_start
+                floor = last
+            start = sample.start
+            if start < oldest:  # noqa: PLR1730
+                oldest = start
         self._last_floor = floor
         self._oldest_start = oldest
         self._oldest_stale = False
