@@ -78,10 +78,11 @@ class ClientQuotaManager:
         # key spends throttled; a running total lets a scraper take the rate of it.
         self._throttle_totals: dict[SharingKey, float] = {}
         self._keys: dict[tuple[str, str], SharingKey] = {}
-        # A client's quota sensor while both its sensors live and its sharing key stands:
-        # one look-up per record instead of three. Emptied when a quota changes or a sensor
-        # expires.
-        self._live: dict[tuple[str, str], Sensor] = {}
+        # A client's quota sensor while both its sensors live and its sharing key stands, by
+        # user, then client id: a record looks up two strings (the users are few, and their
+        # dicts stay in cache) instead of building, hashing and comparing a tuple. Emptied
+        # when a quota changes or a sensor expires.
+        self._live: dict[str, dict[str, Sensor]] = {}
         # The configured bound per client, asked on every metered request (a look-up walks
         # up to four entity levels); emptied with _keys whenever a quota changes.
         self._bounds: dict[tuple[str, str], float | None] = {}
@@ -161,10 +162,12 @@ class ClientQuotaManager:
         """
         if not self.limits.kinds_enabled:
             return 0
-        client = (user, client_id)
-        sensor = self._live.get(client)
+        clients = self._live.get(user)
+        if clients is None:
+            clients = self._live[user] = {}
+        sensor = clients.get(client_id)
         if sensor is None:
-            sensor = self._live[client] = self._quota_sensor(
+            sensor = clients[client_id] = self._quota_sensor(
                 self.sharing_key(user, client_id), now_ms
             )
         try:

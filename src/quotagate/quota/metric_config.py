@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from mypy_extensions import i64
+
 from quotagate.quota.java import LONG_MAX
 
 DEFAULT_SAMPLES: Final = 2
@@ -41,7 +43,9 @@ class MetricConfig:
     samples: int = DEFAULT_SAMPLES
     time_window_ms: int = DEFAULT_WINDOW_MS
     quota: Quota | None = None
-    event_window: int = LONG_MAX
+    # A Java long: compiled, a machine integer (LONG_MAX as a Python int is boxed, and the
+    # record's "is the sample full?" compared against it through the object protocol).
+    event_window: i64 = LONG_MAX
 
     def __post_init__(self) -> None:
         if self.samples < 1:
