@@ -99,20 +99,27 @@ def gateway(tansu: TansuBroker) -> Iterator[BackgroundGateway]:
         yield start(tansu.bootstrap)
 
 
-def _wait_for(condition: Callable[[], Any], timeout_s: float = 30.0, what: str = "") -> Any:
+def _wait_for(
+    condition: Callable[[], Any],
+    timeout_s: float = 30.0,
+    what: str = "",
+    explain: Callable[[], str] | None = None,
+) -> Any:
     deadline = time.monotonic() + timeout_s
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what or condition}")
+            message = f"timed out after {timeout_s} s waiting for {what or condition}"
+            raise AssertionError(f"{message}: {explain()}" if explain else message)
         time.sleep(0.05)
 
 
 @pytest.fixture(scope="session")
 def wait_for() -> Callable[..., Any]:
-    """``wait_for(condition, timeout_s=30, what="")``: poll until truthy, fail at the deadline."""
+    """``wait_for(condition, timeout_s=30, what="", explain=None)``: poll until truthy, fail at
+    the deadline (with ``explain()``, asked only then, in the message)."""
     return _wait_for
 
 

@@ -230,12 +230,13 @@ class UpstreamGuard:
         """Of those, cases naming a topic Kafka would refuse."""
 
     def safe(self, payload: bytes) -> bool:
-        if len(payload) < 6 or struct.unpack_from(">h", payload, 4)[0] not in _NAMING_TOPICS:
+        api_key = struct.unpack_from(">h", payload, 4)[0] if len(payload) >= 6 else None
+        if api_key not in _NAMING_TOPICS:
             return True
         frame = payload[: 4 + max(struct.unpack_from(">i", payload)[0], 0)]
         with self._lock:
             names = self._worker.topic_names(frame)
-            creates = struct.unpack_from(">h", payload, 4)[0] == api_keys.CREATE_TOPICS
+            creates = api_key == api_keys.CREATE_TOPICS
             partitions = self._worker.partitions_created(frame) if creates else 0
         if not all(legal_topic_name(name) for name in names):
             self.withheld += 1

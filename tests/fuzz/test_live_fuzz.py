@@ -275,7 +275,12 @@ def test_live_clients_see_nothing_of_the_fuzzing(
             fuzz_seconds = time.monotonic() - started
             clients.stop_producing.set()
             threads[0].join(180)
-            _await_consumer(clients, served_gateway, fuzz_tansu, 120)
+            wait_for(
+                lambda: len(clients.consumed) >= len(clients.acked),
+                120,
+                "the consumer to read every acknowledged message",
+                explain=lambda: _consumer_stall(clients, served_gateway, fuzz_tansu),
+            )
     finally:
         clients.stop_producing.set()
         clients.stop_consuming.set()
@@ -326,22 +331,14 @@ def test_live_clients_see_nothing_of_the_fuzzing(
     assert rss.peak_kib < RSS_BOUND_KIB, figures
 
 
-def _await_consumer(
-    clients: LiveClients, gateway: ServedGateway, tansu: TansuBroker, timeout_s: float
-) -> None:
-    """Wait until the consumer has read as many messages as were acknowledged; on timeout,
-    fail with what the clients saw, what the upstream itself holds, and the gateway's log."""
-    deadline = time.monotonic() + timeout_s
-    while len(clients.consumed) < len(clients.acked):
-        if time.monotonic() > deadline:
-            diagnosis = clients.diagnosis()
-            upstream = _upstream_view(tansu.bootstrap, clients.topic, clients.acked)
-            raise AssertionError(
-                f"timed out after {timeout_s} s waiting for the consumer to read every "
-                f"acknowledged message: {diagnosis}\nupstream: {upstream}\n"
-                f"gateway log, fuzz lines left out:\n{_quiet_log(gateway)}"
-            )
-        time.sleep(0.05)
+def _consumer_stall(clients: LiveClients, gateway: ServedGateway, tansu: TansuBroker) -> str:
+    """Why the consumer has not read every acknowledged message: what the clients saw, what
+    the upstream itself holds, and the gateway's log."""
+    upstream = _upstream_view(tansu.bootstrap, clients.topic, clients.acked)
+    return (
+        f"{clients.diagnosis()}\nupstream: {upstream}\n"
+        f"gateway log, fuzz lines left out:\n{_quiet_log(gateway)}"
+    )
 
 
 def _upstream_view(bootstrap: str, topic: str, acked: list[bytes]) -> dict[str, Any]:
