@@ -128,6 +128,7 @@ def test_a_peer_heard_again_is_live_and_no_longer_filled_in() -> None:
     a.produce(100, T0)
     exchange(a, b, now_ms=T0)
     b.ledger.tick(T0 + 400)
+    b.ledger.absorb(b.ledger.report(T0 + 440), T0 + 445)  # b hears itself again, promptly
     b.ledger.absorb(a.ledger.report(), T0 + 450)
     filled = b.ledger.fallback_recorded[PRODUCE]
     b.ledger.tick(T0 + 500)

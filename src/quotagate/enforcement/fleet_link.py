@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable
 
 from quotagate.fleet.exchange import Clock, FleetExchange, ReportLog
+from quotagate.fleet.rolling_log import RollingTopicLog
 from quotagate.fleet.settings import FleetSettings
-from quotagate.fleet.topic_log import TopicLog
 from quotagate.gateway import GatewayConfig
 from quotagate.quota import QuotaManagers, TopicBytesInQuota
 from quotagate.quota.fleet_ledger import FleetLedger, PeerState
@@ -23,15 +23,17 @@ ReportLogFactory = Callable[[FleetSettings, str], ReportLog]
 """(settings, member id) → the log the exchange appends to and follows."""
 
 
-def upstream_report_log(config: GatewayConfig) -> ReportLogFactory:
-    """The usage topic on the upstream cluster the gateway fronts."""
+def upstream_report_log(config: GatewayConfig, window_span_ms: int) -> ReportLogFactory:
+    """The usage topics on the upstream cluster the gateway fronts, one per period."""
     bootstrap = ",".join(str(address) for address in config.bootstrap_servers)
 
     def open_log(settings: FleetSettings, member: str) -> ReportLog:
-        return TopicLog(
+        return RollingTopicLog(
             bootstrap,
             settings.topic,
-            # Reports are read back for one quota window at most; keep a few minutes.
+            # A period's topic is deleted once the next has begun: a worker that catches up
+            # reads a quota window back, so a period must be at least that long.
+            roll_ms=max(settings.usage_roll_ms, -(-window_span_ms // 1000) * 1000),
             topic_config={
                 "cleanup.policy": "delete",
                 "retention.ms": str(settings.usage_retention_ms),

@@ -104,7 +104,8 @@ class QuotaRuntime:
         fleet = fleet_settings(config)
         if fleet.exchange_enabled:
             if report_log is None:
-                report_log = upstream_report_log(config)
+                span_ms = settings.window_num * settings.window_size_s * 1000
+                report_log = upstream_report_log(config, span_ms)
             runtime.join_fleet(fleet, member or f"{config.gateway_id}/0", report_log)
         return runtime
 

@@ -21,7 +21,7 @@ Kafka's broker property names where Kafka has one::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -76,6 +76,16 @@ def fleet_settings(config: GatewayConfig) -> FleetSettings:
     values = parse_section(FLEET_SECTION, dict(config.extra.get(FLEET_SECTION, {})), _FLEET_KEYS)
     values.setdefault("exchange_enabled", config.store_backend == "kafka")
     return FleetSettings(**values)
+
+
+def _whole_seconds(low_ms: int, high_ms: int) -> Callable[[str, Any], int]:
+    def parse(key: str, value: Any) -> int:
+        ms = integer(low_ms, high_ms)(key, value)
+        if ms % 1000:
+            raise ConfigError(f"{key} = {value!r} must be a whole number of seconds, e.g. 60000")
+        return ms
+
+    return parse
 
 
 def _positive(key: str, value: Any) -> float:
@@ -143,6 +153,7 @@ _FLEET_KEYS: Final[dict[str, KeySpec]] = {
     "exchange.interval.ms": ("exchange_interval_ms", integer(10, 60_000)),
     "usage.topic": ("usage_topic", _name),
     "usage.retention.ms": ("usage_retention_ms", integer(60_000)),
+    "usage.roll.ms": ("usage_roll_ms", _whole_seconds(10_000, 3_600_000)),
     "replication.factor": ("replication_factor", _replication_factor),
 }
 _USAGE_KEYS: Final[dict[str, KeySpec]] = {

@@ -58,7 +58,6 @@ class FleetExchange:
         """Publish-to-read-back latency of this worker's recent reports (ms)."""
         self.published = 0
         self.undecodable = 0
-        self._healthy = True
         self._echoed = asyncio.Event()
 
     async def start(self) -> None:
@@ -88,9 +87,12 @@ class FleetExchange:
         self._schedule()
 
     async def close(self) -> None:
+        """Stop reporting; the last report says farewell, so peers forget this worker at
+        once instead of filling in its fair share for a quota window."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+            self._reports.append(self._key, self.ledger.farewell().encode())
         await self._reports.close()
 
     def _schedule(self) -> None:
@@ -111,20 +113,24 @@ class FleetExchange:
             log.warning(kv("fleet_peer_silent", member=member, fallback=f"quota/{members} per key"))
         for member in events.forgotten:
             log.info(kv("fleet_peer_forgotten", member=member))
-        healthy = self.ledger.exchange_healthy(now_ms)
-        if healthy != self._healthy:
-            self._healthy = healthy
-            if healthy:
-                log.info(kv("fleet_exchange_restored", member=self.ledger.member))
-            else:
-                log.warning(
-                    kv(
-                        "fleet_exchange_lost",
-                        member=self.ledger.member,
-                        reason="own reports not read back",
-                        fallback=f"quota/{members} per silent peer",
-                    )
+        if events.restored:
+            log.info(
+                kv(
+                    "fleet_exchange_restored",
+                    member=self.ledger.member,
+                    # Silence counts again only after a whole window of health.
+                    forget_after_ms=self.ledger.forget_ms,
                 )
+            )
+        if events.lost:
+            log.warning(
+                kv(
+                    "fleet_exchange_lost",
+                    member=self.ledger.member,
+                    reason="own reports not read back",
+                    fallback=f"quota/{members} per silent peer",
+                )
+            )
         report = self.ledger.report()
         self._sent_ms[report.seq] = now_ms
         self._reports.append(self._key, report.encode())

@@ -8,6 +8,7 @@
     "exchange.interval.ms" = 100      # how often each worker publishes its usage
     "usage.topic" = "_quotagate.payments-edge.usage"   # default: from the id
     "usage.retention.ms" = 600000
+    "usage.roll.ms" = 60000           # a new usage topic per period (bounded follow cost)
     "replication.factor" = -1         # -1: the upstream's default.replication.factor
 """
 
@@ -30,6 +31,8 @@ class FleetSettings:
     exchange_interval_ms: int = 100
     usage_topic: str | None = None
     usage_retention_ms: int = 600_000
+    usage_roll_ms: int = 60_000
+    """Reports go to one topic per period this long (rolling_log); at least a quota window."""
     replication_factor: int = -1
 
     @property

@@ -61,12 +61,16 @@ class TopicLog:
         topic_config: Mapping[str, str],
         replication_factor: int = -1,
         client_id: str = "quotagate",
+        client_config: Mapping[str, str] | None = None,
     ) -> None:
+        """``client_config``: extra librdkafka properties for every client of this log (the
+        upstream's security.protocol, ssl.*, sasl.*)."""
         self.topic = topic
         self._bootstrap = bootstrap_servers
         self._topic_config = dict(topic_config)
         self._replication_factor = replication_factor
         self._client_id = client_id
+        self._client_config = dict(client_config or {})
         self._producer: Any = None
         self._consumer: Any = None
         self._thread: threading.Thread | None = None
@@ -88,13 +92,7 @@ class TopicLog:
         """As :meth:`start`, blocking until caught up; ``on_record`` runs on the log's own
         thread (callers that are not on an event loop: the store)."""
         self._ensure_topic()
-        common = {
-            "bootstrap.servers": self._bootstrap,
-            "client.id": self._client_id,
-            "logger": _LIBRDKAFKA_LOG,
-        }
-        self._producer = Producer({**common, **_PRODUCER_TUNING})
-        self._consumer = Consumer({**common, **_CONSUMER_TUNING, "group.id": self._client_id})
+        self._open_clients()
         start, end = self._bounds(from_timestamp_ms)
         self._consumer.assign([TopicPartition(self.topic, 0, start)])
         caught_up = threading.Event()
@@ -132,9 +130,12 @@ class TopicLog:
         if failure:
             raise TopicLogError(f"cannot write to {self.topic}: {failure[0]}")
 
-    def append(self, key: bytes, value: bytes) -> None:
+    def append(self, key: bytes, value: bytes, topic: str | None = None) -> None:
+        """Append without waiting (to ``topic`` instead of this log's own, if named)."""
         try:
-            self._producer.produce(self.topic, value=value, key=key, on_delivery=self._delivered)
+            self._producer.produce(
+                topic or self.topic, value=value, key=key, on_delivery=self._delivered
+            )
         except BufferError:
             self.append_failures += 1
             log.warning(kv("topic_log_append_dropped", topic=self.topic, reason="queue full"))
@@ -156,6 +157,19 @@ class TopicLog:
 
     # -- worker-thread side ----------------------------------------------------------------
 
+    def _open_clients(self) -> None:
+        common = self._common_config()
+        self._producer = Producer({**common, **_PRODUCER_TUNING})
+        self._consumer = Consumer({**common, **_CONSUMER_TUNING, "group.id": self._client_id})
+
+    def _common_config(self) -> dict[str, Any]:
+        return {
+            **self._client_config,
+            "bootstrap.servers": self._bootstrap,
+            "client.id": self._client_id,
+            "logger": _LIBRDKAFKA_LOG,
+        }
+
     def _check_reachable(self) -> None:
         """Fail in seconds, with the reason, when no bootstrap server answers at all
         (librdkafka would retry quietly until the 30 s timeout)."""
@@ -171,27 +185,25 @@ class TopicLog:
 
     def _ensure_topic(self) -> None:
         self._check_reachable()
-        admin_config: dict[str, Any] = {
-            "bootstrap.servers": self._bootstrap,
-            "client.id": self._client_id,
-            "logger": _LIBRDKAFKA_LOG,
-        }
-        admin = AdminClient(admin_config)
+        self._create_topic(AdminClient(self._common_config()), self.topic)
+
+    def _create_topic(self, admin: Any, topic: str) -> None:
+        """Create ``topic`` with this log's settings; one that exists already is fine."""
         new = NewTopic(
-            self.topic,
+            topic,
             num_partitions=1,
             replication_factor=self._replication_factor,
             config=self._topic_config,
         )
-        future = admin.create_topics([new], request_timeout=_TIMEOUT_S)[self.topic]
+        future = admin.create_topics([new], request_timeout=_TIMEOUT_S)[topic]
         try:
             future.result(_TIMEOUT_S)
-            log.info(kv("topic_created", topic=self.topic, config=self._topic_config))
+            log.info(kv("topic_created", topic=topic, config=self._topic_config))
         except Exception as exc:  # confluent-kafka raises KafkaException wrapping the error
             error = exc.args[0] if exc.args else None
             if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 return
-            raise TopicLogError(f"cannot create topic {self.topic}: {exc}") from None
+            raise TopicLogError(f"cannot create topic {topic}: {exc}") from None
 
     def _bounds(self, from_timestamp_ms: int | None) -> tuple[int, int]:
         """(first offset to read, offset of the end at start)."""

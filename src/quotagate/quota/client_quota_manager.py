@@ -20,7 +20,7 @@ from quotagate.quota.entity import (
     quota_source,
     sanitize_user,
 )
-from quotagate.quota.java import DOUBLE_MAX, UNBOUNDED, to_int32
+from quotagate.quota.java import DOUBLE_MAX, UNBOUNDED, java_round, to_int32
 from quotagate.quota.metric_config import MetricConfig, Quota
 from quotagate.quota.quota_type import QuotaType
 from quotagate.quota.rate import Rate
@@ -87,6 +87,9 @@ class ClientQuotaManager:
         # up to four entity levels); emptied with _keys whenever a quota changes.
         self._bounds: dict[tuple[str, str], float | None] = {}
         self._users: dict[str, str] = {}
+        self.fallback_scale: dict[SharingKey, float] = {}
+        """Throttle multipliers for keys whose fleet usage is partly assumed (fleet_ledger):
+        Kafka's formula on the share of the quota this process is left with."""
 
     # -- configuration -------------------------------------------------------------------
 
@@ -173,7 +176,11 @@ class ClientQuotaManager:
         try:
             sensor.record(value, now_ms)
         except QuotaViolation as violation:
-            return to_int32(self._throttle_time(violation, now_ms))
+            throttle_ms = self._throttle_time(violation, now_ms)
+            if self.fallback_scale:
+                scale = self.fallback_scale.get(self.sharing_key(user, client_id), 1.0)
+                throttle_ms = java_round(throttle_ms * scale)
+            return to_int32(throttle_ms)
         return 0
 
     def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int) -> None:

@@ -14,9 +14,12 @@ Liveness, checked by :meth:`FleetLedger.tick` every interval:
 * what was filled in stands in for the peer's usage, not beside it: when its reports arrive
   after all (it was only slow, or this worker was), the fill-in is deducted from them, so a
   slow peer is not counted twice;
-* a silent peer is *forgotten* after ``forget_ms`` (by then its past usage has left the quota
-  window), unless this worker cannot hear its own reports either: then the exchange itself is
-  broken, every peer stays silent and the fair-share fallback stays on;
+* a peer is *forgotten* only on positive evidence that it is gone: it said farewell (its
+  process ended), or it stayed silent for a whole ``forget_ms`` while this worker heard its
+  own reports the whole time. Silence while the exchange itself was unhealthy proves nothing
+  (the peer may be serving clients and simply not heard), so every loss of the exchange,
+  however short, restarts that clock: a flapping exchange keeps the fair-share fallback on
+  instead of forgetting everyone at the first echo and opening to the full quota;
 * a newer incarnation of a member replaces the older one at once (a restarted worker).
 """
 
@@ -43,6 +46,9 @@ class _Peer:
     incarnation: str
     last_heard_ms: int
     state: PeerState = PeerState.LIVE
+    seq: int = 0
+    """The newest report of this incarnation absorbed; an older one arriving late (from
+    another path or another topic of the rolled log) carries nothing new."""
     filled_until_ms: int = 0
     """The fair-share fallback has been recorded up to here while silent."""
     baselines: dict[UsageKey, float] = field(default_factory=dict)
@@ -66,6 +72,10 @@ class LedgerEvents:
 
     silenced: tuple[str, ...] = ()
     forgotten: tuple[str, ...] = ()
+    lost: bool = False
+    """The exchange became unhealthy at this tick (own reports not read back)."""
+    restored: bool = False
+    """The exchange became healthy again since the previous tick."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +110,15 @@ class FleetLedger:
         self._next_prune_ms = now_ms + forget_ms // 2
         self.last_echo_ms = now_ms
         """When this worker last read one of its own reports back."""
+        self.last_echo_delay_ms = 0
+        """How long that report took from publication to read-back (when known)."""
+        self._sent_ms: dict[int, int] = {}
+        self._scaling: dict[str, bool] = {}
+        self.healthy_since_ms: int | None = now_ms
+        """Since when the exchange has been healthy without a break (None: unhealthy now)."""
+        self._reported_healthy = True
+        self.farewells = 0
+        """Peers forgotten because they said farewell (metrics)."""
         self.remote_recorded: dict[str, float] = dict.fromkeys(self._shares, 0.0)
         """Peer usage recorded here, per kind (metrics)."""
         self.fallback_recorded: dict[str, float] = dict.fromkeys(self._shares, 0.0)
@@ -107,10 +126,19 @@ class FleetLedger:
 
     # -- what this worker tells the fleet ------------------------------------------------
 
-    def report(self) -> FleetReport:
+    def farewell(self) -> FleetReport:
+        """The last report of this incarnation: its final usage, and that it is gone (its
+        process is ending), so peers forget it at once rather than filling it in."""
+        last = self.report()
+        return FleetReport(last.member, last.incarnation, last.seq, last.usage, farewell=True)
+
+    def report(self, now_ms: int | None = None) -> FleetReport:
         """This worker's usage that changed since its previous report (maybe none: the
-        report is still sent, it is the worker's heartbeat)."""
+        report is still sent, it is the worker's heartbeat). ``now_ms``: when it is
+        published, so that its read-back tells how late the exchange runs."""
         self._seq += 1
+        if now_ms is not None:
+            self._sent_ms[self._seq] = now_ms
         usage: dict[str, tuple[UsageEntry, ...]] = {}
         live: set[UsageKey] = set()
         for kind, share in self._shares.items():
@@ -139,13 +167,42 @@ class FleetLedger:
     def absorb(self, report: FleetReport, now_ms: int) -> None:
         """Record a peer's new usage here (at ``now_ms``); one's own report is an echo."""
         if report.member == self.member and report.incarnation == self.incarnation:
-            self.last_echo_ms = now_ms
+            self._echo(report.seq, now_ms)
             return
         peer = self._peer_for(report, now_ms)
         if peer is None:
             return
+        if report.seq <= peer.seq:
+            peer.last_heard_ms = max(peer.last_heard_ms, now_ms)
+            return
+        peer.seq = report.seq
+        if report.farewell:
+            self._record_usage(peer, report, now_ms)
+            if self._peers.get(report.member) is peer:
+                del self._peers[report.member]
+                self.farewells += 1
+            return
         peer.last_heard_ms = now_ms
-        peer.state = PeerState.LIVE
+        if self.exchange_healthy(now_ms):
+            peer.state = PeerState.LIVE
+        self._record_usage(peer, report, now_ms)
+
+    def _echo(self, seq: int, now_ms: int) -> None:
+        sent = self._sent_ms.pop(seq, None)
+        for old in [s for s in self._sent_ms if s < seq]:  # lost on the way: never coming
+            del self._sent_ms[old]
+        if sent is not None:
+            self.last_echo_delay_ms = now_ms - sent
+        gap_ms = now_ms - self.last_echo_ms
+        self.last_echo_ms = now_ms
+        if self.last_echo_delay_ms > self.silence_ms:
+            self.healthy_since_ms = None
+        elif self.healthy_since_ms is None or gap_ms > self.silence_ms:
+            # A gap longer than the silence limit was a loss, even if no tick saw it: the
+            # clock of continuous health starts again from this echo.
+            self.healthy_since_ms = now_ms
+
+    def _record_usage(self, peer: _Peer, report: FleetReport, now_ms: int) -> None:
         if peer.advanced and now_ms - peer.filled_until_ms > self.forget_ms:
             # Fill-ins older than the quota window have left every sample: nothing to settle.
             peer.advanced.clear()
@@ -182,12 +239,23 @@ class FleetLedger:
     # -- liveness --------------------------------------------------------------------------
 
     def exchange_healthy(self, now_ms: int) -> bool:
-        """False while this worker's own reports do not come back: it hears nobody."""
-        return now_ms - self.last_echo_ms <= self.silence_ms
+        """False while this worker's own reports do not come back, or come back later than
+        the silence limit: what it hears of its peers is then too old to act on."""
+        return (
+            now_ms - self.last_echo_ms <= self.silence_ms
+            and self.last_echo_delay_ms <= self.silence_ms
+        )
 
     def tick(self, now_ms: int) -> LedgerEvents:
         """Mark silent peers, record their fair share, forget the long gone."""
         healthy = self.exchange_healthy(now_ms)
+        if not healthy:
+            self.healthy_since_ms = None
+        lost = self._reported_healthy and not healthy
+        restored = healthy and not self._reported_healthy
+        self._reported_healthy = healthy
+        # Silence counts as evidence only from the start of the current healthy stretch.
+        evidence_from = self.healthy_since_ms
         prune = now_ms >= self._next_prune_ms
         if prune:
             self._next_prune_ms = now_ms + self.forget_ms // 2
@@ -195,37 +263,64 @@ class FleetLedger:
         forgotten: list[str] = []
         for member, peer in list(self._peers.items()):
             quiet_ms = now_ms - peer.last_heard_ms
-            if healthy and quiet_ms > self.forget_ms:
+            if (
+                evidence_from is not None
+                and now_ms - max(peer.last_heard_ms, evidence_from) > self.forget_ms
+            ):
                 del self._peers[member]
                 forgotten.append(member)
                 continue
-            if quiet_ms > self.silence_ms and peer.state is PeerState.LIVE:
+            if peer.state is PeerState.LIVE and (quiet_ms > self.silence_ms or not healthy):
+                # Its reports cover its usage until about one exchange delay before they
+                # were heard: the fair share fills in from there.
                 peer.state = PeerState.SILENT
-                peer.filled_until_ms = peer.last_heard_ms
+                lag_ms = self.last_echo_delay_ms if quiet_ms <= self.silence_ms else 0
+                peer.filled_until_ms = peer.last_heard_ms - lag_ms
                 silenced.append(member)
-            elif prune:
+            elif prune and peer.state is PeerState.LIVE:
+                # A silent peer keeps what it carried: its fallback must not lapse.
                 self._prune(peer, now_ms)
         members = 1 + len(self._peers)
+        assumed: dict[UsageKey, int] = {}
         for peer in self._peers.values():
             if peer.state is PeerState.SILENT:
-                self._fill_in(peer, members, now_ms)
-        return LedgerEvents(tuple(silenced), tuple(forgotten))
+                for usage_key in self._fill_in(peer, members, now_ms):
+                    assumed[usage_key] = assumed.get(usage_key, 0) + 1
+        self._scale_throttles(assumed, members)
+        return LedgerEvents(tuple(silenced), tuple(forgotten), lost, restored)
 
-    def _fill_in(self, peer: _Peer, members: int, now_ms: int) -> None:
-        """Record ``quota / members`` per second, since last time, for each key it carried."""
+    def _fill_in(self, peer: _Peer, members: int, now_ms: int) -> list[UsageKey]:
+        """Record ``quota / members`` per second, since last time, for each key it carried;
+        return those keys."""
         elapsed_s = (now_ms - peer.filled_until_ms) / 1000
-        peer.filled_until_ms = now_ms
-        if elapsed_s <= 0:
-            return
+        peer.filled_until_ms = max(peer.filled_until_ms, now_ms)
+        filled = []
         for kind, key in self._carried_at_silence(peer):
             share = self._shares[kind]
             limit = share.limit(key)
             if limit is None:
                 continue
+            filled.append((kind, key))
+            if elapsed_s <= 0:
+                continue
             amount = limit / members * elapsed_s
             share.record_remote(key, amount, now_ms)
             self.fallback_recorded[kind] += amount
             peer.advanced[(kind, key)] = peer.advanced.get((kind, key), 0.0) + amount
+        return filled
+
+    def _scale_throttles(self, assumed: dict[UsageKey, int], members: int) -> None:
+        """Where ``s`` of ``members`` are silent, the assumed part of a key's rate is a
+        constant: only what this worker and its live peers do moves the rate. Kafka's
+        throttle ``(O - Q) / Q * W`` then undershoots by ``members / (members - s)``, the
+        throttle a process would get with the quota share the live ones are left with."""
+        scales: dict[str, dict[Key, float]] = {kind: {} for kind in self._shares}
+        for (kind, key), silent in assumed.items():
+            scales[kind][key] = members / (members - silent)
+        for kind, share in self._shares.items():
+            if scales[kind] or self._scaling.get(kind):
+                share.scale_throttles(scales[kind])
+            self._scaling[kind] = bool(scales[kind])
 
     def _carried_at_silence(self, peer: _Peer) -> Iterable[UsageKey]:
         # Keys the peer used within the quota window before it fell silent, judged from its

@@ -46,6 +46,8 @@ class FleetReport:
     incarnation: str
     seq: int
     usage: Mapping[str, tuple[UsageEntry, ...]] = field(default_factory=dict)
+    farewell: bool = False
+    """The sender's process is ending: the last report of this incarnation."""
 
     def encode(self) -> bytes:
         document = {
@@ -59,6 +61,8 @@ class FleetReport:
                 if entries
             },
         }
+        if self.farewell:
+            document["bye"] = True
         return json.dumps(document, separators=(",", ":")).encode()
 
     @classmethod
@@ -87,7 +91,10 @@ class FleetReport:
             for kind, rows in raw_usage.items()
             if (arity := key_arity.get(kind)) is not None
         }
-        return cls(member, incarnation, seq, usage)
+        farewell = document.get("bye", False)
+        if not isinstance(farewell, bool):
+            raise ReportError("bye must be true or false")
+        return cls(member, incarnation, seq, usage, farewell)
 
 
 def _entries(kind: str, rows: Any, arity: int) -> tuple[UsageEntry, ...]:

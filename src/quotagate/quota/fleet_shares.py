@@ -39,6 +39,11 @@ class SharedQuota(Protocol):
         """The key's quota per second, None when it has none."""
         ...
 
+    def scale_throttles(self, scales: dict[Key, float]) -> None:
+        """Multiply the throttles of these keys (the others: none) while part of their
+        fleet usage is a fair share assumed for silent peers."""
+        ...
+
 
 class ClientQuotaShare:
     """A byte-rate or controller-mutation quota: keys are sharing keys (user, client id)."""
@@ -62,6 +67,9 @@ class ClientQuotaShare:
         limit = self._manager.limit_for_key((user, client_id))
         return None if limit is None or limit >= UNBOUNDED else limit
 
+    def scale_throttles(self, scales: dict[Key, float]) -> None:
+        self._manager.fallback_scale = {(key[0], key[1]): scale for key, scale in scales.items()}
+
 
 class TopicBytesInShare:
     """Per-topic bytes-in thresholds: keys are ``(topic,)``."""
@@ -81,6 +89,9 @@ class TopicBytesInShare:
 
     def limit(self, key: Key) -> float | None:
         return self._quota.threshold_for(key[0])
+
+    def scale_throttles(self, scales: dict[Key, float]) -> None:
+        """Thresholds refuse or delay whole requests by their own rule: nothing to scale."""
 
 
 def shared_quotas(managers: QuotaManagers, topics: TopicBytesInQuota) -> tuple[SharedQuota, ...]:

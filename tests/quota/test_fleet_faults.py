@@ -1,0 +1,105 @@
+"""The fleet under a faulty exchange, simulated: delayed, dropped, stalled and flapping
+reports never let one client through at more than what one process lets through, plus a
+tenth; and a peer is forgotten only on positive evidence that it is gone."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from support.fleet_sim import FORGET_MS, T0, Delivery, run_fleet
+
+WORKERS, CONNECTIONS = 4, 20
+DURATION_MS = 90_000
+MEASURED = (20_000, DURATION_MS)
+
+
+@pytest.fixture(scope="module")
+def one_process() -> float:
+    return run_fleet(1, CONNECTIONS, DURATION_MS).ratio(*MEASURED)
+
+
+FAULTS_FROM_MS = 10_000
+"""Every fault begins once the fleet runs: a fleet that starts together knows nobody yet."""
+
+
+def _delayed(delay_ms: int) -> Delivery:
+    return lambda _sender, now: delay_ms if now >= T0 + FAULTS_FROM_MS else 5
+
+
+def _dropped(share: float) -> Delivery:
+    chance = random.Random(7)
+
+    def delivery(_sender: str, now: int) -> int | None:
+        lost = now >= T0 + FAULTS_FROM_MS and chance.random() < share
+        return None if lost else 5
+
+    return delivery
+
+
+def _flapping(up_ms: int, down_ms: int) -> Delivery:
+    """Delivered within 5 ms while up; a record published while down waits until the next
+    up phase begins (the upstream stalls, then catches up in one burst)."""
+
+    def delivery(_sender: str, now_ms: int) -> int:
+        phase = (now_ms - T0 - FAULTS_FROM_MS) % (up_ms + down_ms)
+        if now_ms < T0 + FAULTS_FROM_MS or phase < up_ms:
+            return 5
+        return up_ms + down_ms - phase + 5
+
+    return delivery
+
+
+def _partitioned(from_ms: int, to_ms: int) -> Delivery:
+    return lambda _sender, now: None if T0 + from_ms <= now < T0 + to_ms else 5
+
+
+def _peers_lost_while_own_echo_flaps(observer: str) -> Delivery:
+    """The case that once opened a worker to the full quota: every peer's reports are lost
+    for longer than the forget time, while the observer's own come back now and then."""
+    def delivery(sender: str, now: int) -> int | None:
+        if not T0 + 10_000 <= now < T0 + 10_000 + 3 * FORGET_MS:
+            return 5
+        if sender != observer:
+            return None
+        return 5 if (now // 1_000) % 2 == 0 else 900
+
+    return delivery
+
+
+SCENARIOS: dict[str, Delivery] = {
+    "delayed 2 s": _delayed(2_000),
+    "a third dropped": _dropped(1 / 3),
+    "flapping 1 s / 1 s": _flapping(1_000, 1_000),
+    "stalled past the forget time": _flapping(5_000, FORGET_MS + 4_000),
+    "partitioned for 40 s": _partitioned(20_000, 60_000),
+    "peers lost while own echo flaps": _peers_lost_while_own_echo_flaps("gw/0"),
+}
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_a_faulty_exchange_never_opens_the_quota(scenario: str, one_process: float) -> None:
+    run = run_fleet(WORKERS, CONNECTIONS, DURATION_MS, SCENARIOS[scenario])
+    assert run.ratio(*MEASURED) <= 1.1 * one_process
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_nobody_is_forgotten_without_evidence(scenario: str) -> None:
+    run = run_fleet(WORKERS, CONNECTIONS, DURATION_MS, SCENARIOS[scenario])
+    if scenario == "stalled past the forget time":
+        # Every record is late but none is lost: each stall ends with the reports of
+        # everyone, so silence never lasts a forget time of health.
+        assert run.forgotten == []
+    elif scenario == "peers lost while own echo flaps":
+        assert [f for f in run.forgotten if f[1] == "gw/0"] == []
+    else:
+        assert run.forgotten == []
+
+
+def test_a_peer_without_a_quota_worth_of_silence_is_kept_but_a_farewell_is_final() -> None:
+    run = run_fleet(WORKERS, CONNECTIONS, 30_000, leave={"gw/3": 10_000})
+    assert {(worker, peer) for _, worker, peer in run.forgotten} == set()
+    # The three that stay share the client's quota without the leaver's fair share: the
+    # fleet's rate after the farewell is the quota, not three quarters of it.
+    assert run.ratio(20_000, 30_000) >= 0.9

@@ -1,0 +1,146 @@
+"""A fleet simulated to the millisecond: real ledgers and quota managers, a usage log whose
+delivery the test controls (delays, drops, stalls, flaps), and greedy clients muted the
+KIP-219 way. Nothing here touches a socket or a clock: time is a loop variable.
+
+The log is one partition, as the usage topic is: a record is either appended or lost for
+everyone, and records are read in the order they were appended, each reader when its
+delivery time has come (a record stuck behind a slow one waits for it, as in Kafka).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from quotagate.quota import QuotaManagers, TopicBytesInQuota
+from quotagate.quota.fleet_ledger import FleetLedger
+from quotagate.quota.fleet_report import FleetReport
+from quotagate.quota.fleet_shares import shared_quotas
+
+T0 = 1_700_000_000_000
+STEP_MS = 10
+INTERVAL_MS = 100
+SILENCE_MS = 3 * INTERVAL_MS
+FORGET_MS = 11_000
+QUOTA = 100_000.0
+"""producer_byte_rate of the one client, bytes/s."""
+REQUEST_BYTES = 4_000
+
+Delivery = Callable[[str, int], int | None]
+"""(sender, publish time) → delay until readers see the record, or None: the record is lost."""
+
+
+def healthy(_sender: str, _now_ms: int) -> int | None:
+    return 5
+
+
+@dataclass
+class _Record:
+    sender: str
+    due_ms: int
+    report: bytes
+
+
+@dataclass
+class SimWorker:
+    name: str
+    connections: int
+    managers: QuotaManagers = field(default_factory=QuotaManagers.create)
+    ledger: FleetLedger | None = None
+    muted_until: list[int] = field(default_factory=list)
+    read: int = 0
+    """How far along the log this worker has read."""
+    forgotten: list[str] = field(default_factory=list)
+
+    def join(self, now_ms: int) -> None:
+        self.managers.update_quota({"client-id": "c"}, "producer_byte_rate", QUOTA)
+        self.ledger = FleetLedger(
+            self.name,
+            f"{T0}-{self.name}",
+            shared_quotas(self.managers, TopicBytesInQuota(None, now_ms)),
+            silence_ms=SILENCE_MS,
+            forget_ms=FORGET_MS,
+            now_ms=now_ms,
+        )
+        self.muted_until = [0] * self.connections
+
+    def serve(self, now_ms: int) -> int:
+        """Every unmuted connection sends one request; returns the bytes admitted."""
+        admitted = 0
+        for i, until in enumerate(self.muted_until):
+            if until > now_ms:
+                continue
+            throttle = self.managers.produce.record_and_get_throttle_ms(
+                "", "c", REQUEST_BYTES, now_ms
+            )
+            admitted += REQUEST_BYTES
+            self.muted_until[i] = now_ms + throttle
+        return admitted
+
+
+@dataclass
+class FleetRun:
+    admitted: list[tuple[int, int]] = field(default_factory=list)
+    """(time, bytes admitted in that step, whole fleet)."""
+    forgotten: list[tuple[int, str, str]] = field(default_factory=list)
+    """(time, worker, peer forgotten)."""
+
+    def ratio(self, from_ms: int, to_ms: int) -> float:
+        """Achieved ÷ quota between two times (relative to the start)."""
+        total = sum(b for t, b in self.admitted if T0 + from_ms <= t < T0 + to_ms)
+        return total / (QUOTA * (to_ms - from_ms) / 1000)
+
+
+def run_fleet(
+    workers: int,
+    connections: int,
+    duration_ms: int,
+    delivery: Delivery = healthy,
+    leave: dict[str, int] | None = None,
+) -> FleetRun:
+    """``workers`` processes share one client's ``connections`` (spread evenly); ``leave``
+    names workers that stop (with a farewell) at a time relative to the start."""
+    fleet = [SimWorker(f"gw/{i}", connections // workers) for i in range(workers)]
+    for worker in fleet:
+        worker.join(T0)
+    log: list[_Record] = []
+    run = FleetRun()
+    gone: set[str] = set()
+    for step in range(duration_ms // STEP_MS):
+        now = T0 + step * STEP_MS
+        live = [w for w in fleet if w.name not in gone]
+        for worker in live:
+            _read(worker, log, now, run)
+        run.admitted.append((now, sum(w.serve(now) for w in live)))
+        if step % (INTERVAL_MS // STEP_MS) == 0:
+            for worker in live:
+                assert worker.ledger is not None
+                events = worker.ledger.tick(now)
+                run.forgotten.extend((now, worker.name, peer) for peer in events.forgotten)
+                _publish(log, worker.name, worker.ledger.report(now), now, delivery)
+        for worker in live:
+            if leave and leave.get(worker.name) == now - T0:
+                assert worker.ledger is not None
+                _publish(log, worker.name, worker.ledger.farewell(), now, delivery)
+                gone.add(worker.name)
+    return run
+
+
+def _publish(
+    log: list[_Record], sender: str, report: FleetReport, now_ms: int, delivery: Delivery
+) -> None:
+    delay = delivery(sender, now_ms)
+    if delay is None:
+        return
+    # One partition: a record is not readable before the one appended ahead of it.
+    due = max(now_ms + delay, log[-1].due_ms if log else 0)
+    log.append(_Record(sender, due, report.encode()))
+
+
+def _read(worker: SimWorker, log: list[_Record], now_ms: int, run: FleetRun) -> None:
+    ledger = worker.ledger
+    assert ledger is not None
+    while worker.read < len(log) and log[worker.read].due_ms <= now_ms:
+        record = log[worker.read]
+        worker.read += 1
+        ledger.absorb(FleetReport.decode(record.report, ledger.key_arity), now_ms)
