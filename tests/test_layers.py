@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "store": {"fleet", "logs"},
     "gateway": {"protocol", "quota", "store", "logs"},
     "fleet": {"quota", "logs"},
-    "instance": {"gateway", "protocol", "logs"},
+    "instance": {"gateway", "protocol", "fleet", "logs"},
     "enforcement": {"gateway", "protocol", "quota", "store", "usage", "fleet", "logs"},
     "client": {"protocol", "quota", "logs"},
     "pipeline": {"quota", "usage", "logs"},

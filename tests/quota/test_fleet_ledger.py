@@ -6,7 +6,7 @@ import pytest
 
 from quotagate.quota import QuotaManagers, TopicBytesInQuota
 from quotagate.quota.fleet_ledger import FleetLedger, PeerState
-from quotagate.quota.fleet_report import FleetReport, ReportError, UsageEntry
+from quotagate.quota.fleet_report import FleetReport, ReportError, UsageEntry, merged
 from quotagate.quota.fleet_shares import PRODUCE, TOPIC_BYTES_IN, shared_quotas
 
 T0 = 1_700_000_000_000
@@ -239,3 +239,116 @@ def test_a_fill_in_larger_than_the_peers_usage_is_deducted_from_its_next_reports
     a.produce(50, T0 + 1200)
     b.ledger.absorb(a.ledger.report(), T0 + 1250)
     assert b.ledger.remote_recorded[PRODUCE] == pytest.approx(100 + 100 + 50)
+
+
+def _hear_self(worker: Worker, sent_ms: int, read_ms: int) -> None:
+    worker.ledger.absorb(worker.ledger.report(sent_ms), read_ms)
+
+
+def test_silence_counts_only_from_the_last_time_the_exchange_became_healthy() -> None:
+    a, b = Worker("gw/0"), Worker("gw/1")
+    exchange(a, b, now_ms=T0)
+    now = T0
+    # b hears itself, but every 2 s its echo comes 0.5 s late: a flapping exchange. Peer a
+    # stays quiet far longer than the forget time and is never forgotten.
+    while now < T0 + 3 * FORGET:
+        now += 100
+        late = (now - T0) % 2_000 == 0
+        _hear_self(b, now - (500 if late else 5), now)
+        assert b.ledger.tick(now).forgotten == ()
+    assert [m.member for m in b.ledger.members()] == ["gw/0"]
+    # Once the exchange holds for a whole forget time, the silence is evidence.
+    start, forgotten_at = now, []
+    while now <= start + FORGET + 200:
+        now += 100
+        _hear_self(b, now - 5, now)
+        if b.ledger.tick(now).forgotten == ("gw/0",):
+            forgotten_at.append(now - start)
+    healthy_since = start - (start - T0) % 2_000 + 100  # the echo after the last late one
+    assert forgotten_at == [healthy_since + FORGET + 100 - start]
+
+
+def test_a_gap_between_echoes_longer_than_the_silence_limit_is_a_loss_even_between_ticks() -> None:
+    b = Worker("gw/1")
+    _hear_self(b, T0 + 95, T0 + 100)
+    assert b.ledger.healthy_since_ms == T0
+    _hear_self(b, T0 + 495, T0 + 500)  # 400 ms after the previous echo: no tick saw it
+    assert b.ledger.healthy_since_ms == T0 + 500
+
+
+def test_a_late_echo_makes_the_exchange_unhealthy_and_the_peers_silent() -> None:
+    a, b = Worker("gw/0"), Worker("gw/1")
+    a.produce(100, T0)
+    exchange(a, b, now_ms=T0)
+    _hear_self(b, T0 + 100, T0 + 100 + SILENCE + 1)  # heard, but too late to act on
+    events = b.ledger.tick(T0 + 500)
+    assert not b.ledger.exchange_healthy(T0 + 500)
+    assert events.lost and events.silenced == ("gw/0",)
+    b.ledger.absorb(a.ledger.report(), T0 + 550)  # a's reports arriving do not make it live
+    assert b.ledger.members()[0].state is PeerState.SILENT
+    _hear_self(b, T0 + 600, T0 + 605)
+    assert b.ledger.tick(T0 + 610).restored
+
+
+def test_a_farewell_counts_the_last_usage_and_forgets_at_once() -> None:
+    a, b = Worker("gw/0"), Worker("gw/1")
+    exchange(a, b, now_ms=T0)
+    a.produce(250, T0 + 50)
+    b.ledger.absorb(a.ledger.farewell(), T0 + 60)
+    assert b.ledger.members() == []
+    assert b.ledger.remote_recorded[PRODUCE] == 250
+    assert b.ledger.farewells == 1
+
+
+def test_a_farewell_of_an_earlier_life_leaves_the_newer_one() -> None:
+    old, new, b = Worker("gw/0", f"{T0}-old"), Worker("gw/0", f"{T0 + 9}-new"), Worker("gw/1")
+    b.ledger.absorb(new.ledger.report(), T0 + 10)
+    b.ledger.absorb(old.ledger.farewell(), T0 + 20)
+    assert [m.incarnation for m in b.ledger.members()] == [f"{T0 + 9}-new"]
+
+
+def test_a_report_older_than_the_newest_absorbed_adds_nothing() -> None:
+    a, b = Worker("gw/0"), Worker("gw/1")
+    a.produce(100, T0)
+    first = a.ledger.report()
+    a.produce(50, T0 + 10)
+    second = a.ledger.report()
+    b.ledger.absorb(second, T0 + 20)  # the hub's copy of the newer one comes first
+    b.ledger.absorb(first, T0 + 30)  # then the upstream's, late
+    assert b.ledger.remote_recorded[PRODUCE] == 50  # no baseline yet: second's own increase
+    a.produce(25, T0 + 40)
+    b.ledger.absorb(a.ledger.report(), T0 + 50)
+    assert b.ledger.remote_recorded[PRODUCE] == 75
+
+
+def test_merged_reports_count_as_their_parts() -> None:
+    a, b, c = Worker("gw/0"), Worker("gw/1"), Worker("gw/2")
+    reports = []
+    for step, size in enumerate((100, 0, 40, 60)):
+        if size:
+            a.produce(size, T0 + step)
+        reports.append(a.ledger.report())
+    for report in reports:
+        b.ledger.absorb(report, T0 + 10)
+    c.ledger.absorb(merged(reports), T0 + 10)
+    assert c.ledger.remote_recorded == b.ledger.remote_recorded
+    assert merged(reports).seq == reports[-1].seq
+
+
+def test_throttles_scale_by_the_share_left_to_the_live_while_peers_are_assumed() -> None:
+    workers = [Worker(f"gw/{i}") for i in range(4)]
+    for w in workers:
+        w.produce(100, T0)
+    exchange(*workers, now_ms=T0)
+    b = workers[1]
+    _hear_self(b, T0 + 395, T0 + 400)
+    workers[2].produce(1, T0 + 390)
+    b.ledger.absorb(workers[2].ledger.report(), T0 + 400)  # gw/2 live, gw/0 and gw/3 silent
+    b.ledger.tick(T0 + 400)
+    assert b.managers.produce.fallback_scale == {("", "c"): 4 / 2}
+    for peer in (workers[0], workers[3]):
+        peer.produce(1, T0 + 450)
+        b.ledger.absorb(peer.ledger.report(), T0 + 450)
+    _hear_self(b, T0 + 495, T0 + 500)
+    b.ledger.tick(T0 + 500)
+    assert b.managers.produce.fallback_scale == {}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from quotagate.quota import QuotaManagers, TopicBytesInQuota
 from quotagate.quota.fleet_ledger import FleetLedger
-from quotagate.quota.fleet_report import FleetReport
+from quotagate.quota.fleet_report import FleetReport, merged
 from quotagate.quota.fleet_shares import shared_quotas
 
 T0 = 1_700_000_000_000
@@ -50,6 +50,7 @@ class SimWorker:
     muted_until: list[int] = field(default_factory=list)
     read: int = 0
     """How far along the log this worker has read."""
+    unpublished: list[FleetReport] = field(default_factory=list)
     forgotten: list[str] = field(default_factory=list)
 
     def join(self, now_ms: int) -> None:
@@ -97,9 +98,12 @@ def run_fleet(
     duration_ms: int,
     delivery: Delivery = healthy,
     leave: dict[str, int] | None = None,
+    hub_ms: int = 0,
 ) -> FleetRun:
     """``workers`` processes share one client's ``connections`` (spread evenly); ``leave``
-    names workers that stop (with a farewell) at a time relative to the start."""
+    names workers that stop (with a farewell) at a time relative to the start; ``hub_ms``:
+    the workers are one instance whose hub relays their reports every ``hub_ms`` (heard
+    within the step), 0 for none."""
     fleet = [SimWorker(f"gw/{i}", connections // workers) for i in range(workers)]
     for worker in fleet:
         worker.join(T0)
@@ -112,12 +116,23 @@ def run_fleet(
         for worker in live:
             _read(worker, log, now, run)
         run.admitted.append((now, sum(w.serve(now) for w in live)))
-        if step % (INTERVAL_MS // STEP_MS) == 0:
+        publish = step % (INTERVAL_MS // STEP_MS) == 0
+        if publish:
             for worker in live:
                 assert worker.ledger is not None
                 events = worker.ledger.tick(now)
                 run.forgotten.extend((now, worker.name, peer) for peer in events.forgotten)
-                _publish(log, worker.name, worker.ledger.report(now), now, delivery)
+        if publish or (hub_ms and step % (hub_ms // STEP_MS) == 0):
+            reports = [(w, w.ledger.report(now)) for w in live if w.ledger is not None]
+            for worker, report in reports:
+                worker.unpublished.append(report)
+                if publish:
+                    _publish(log, worker.name, merged(worker.unpublished), now, delivery)
+                    worker.unpublished.clear()
+                if hub_ms:
+                    for peer in live:
+                        if peer is not worker and peer.ledger is not None:
+                            peer.ledger.absorb(report, now)
         for worker in live:
             if leave and leave.get(worker.name) == now - T0:
                 assert worker.ledger is not None

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 from quotagate.fleet.exchange import Clock, FleetExchange, ReportLog
+from quotagate.fleet.local_hub import HUB_ENV
 from quotagate.fleet.rolling_log import RollingTopicLog
 from quotagate.fleet.settings import FleetSettings
 from quotagate.gateway import GatewayConfig
@@ -71,7 +72,9 @@ class FleetLink:
             forget_ms=max(window_span_ms, settings.silence_ms + 1),
             now_ms=clock(),
         )
-        self.exchange = FleetExchange(self.ledger, reports, settings, clock)
+        # Workers started by a supervisor find their instance's hub here (local_hub).
+        hub_path = os.environ.get(HUB_ENV)
+        self.exchange = FleetExchange(self.ledger, reports, settings, clock, hub_path)
 
     async def start(self) -> None:
         await self.exchange.start()

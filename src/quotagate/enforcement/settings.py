@@ -151,6 +151,7 @@ _FLEET_KEYS: Final[dict[str, KeySpec]] = {
     "id": ("fleet_id", _name),
     "exchange.enabled": ("exchange_enabled", _bool),
     "exchange.interval.ms": ("exchange_interval_ms", integer(10, 60_000)),
+    "exchange.local.interval.ms": ("exchange_local_interval_ms", integer(5, 60_000)),
     "usage.topic": ("usage_topic", _name),
     "usage.retention.ms": ("usage_retention_ms", integer(60_000)),
     "usage.roll.ms": ("usage_roll_ms", _whole_seconds(10_000, 3_600_000)),

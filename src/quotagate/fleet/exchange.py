@@ -1,10 +1,15 @@
-"""The fleet's usage exchange: one worker's ledger, wired to the usage topic upstream.
+"""The fleet's usage exchange: one worker's ledger, wired to the usage topic upstream and,
+in an instance of several workers, to the instance's hub.
 
 Every ``exchange.interval.ms`` the worker ticks its ledger (silent peers, fallback), then
 publishes its report keyed by its member id. Every report read back from the topic (its own
 included, which is how it knows it can still hear the fleet) is absorbed into the ledger on
 the event loop. At start it reads the last quota window of reports before serving, so a
 restarted worker begins with the fleet's recent usage, its own earlier life included.
+
+With a hub (local_hub), the worker also reports every ``exchange.local.interval.ms`` to the
+other workers of its instance, which hear it at once; what it publishes upstream is then the
+merge of its reports since the last publication.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from quotagate.fleet.hub_link import HubLink
 from quotagate.fleet.settings import FleetSettings
 from quotagate.logs import kv
-from quotagate.quota.fleet_ledger import FleetLedger
-from quotagate.quota.fleet_report import FleetReport, ReportError
+from quotagate.quota.fleet_ledger import FleetLedger, LedgerEvents
+from quotagate.quota.fleet_report import FleetReport, ReportError, merged
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +36,7 @@ _FIRST_ECHO_S = 5.0
 
 
 class ReportLog(Protocol):
-    """A topic the exchange appends to and follows (``fleet.topic_log.TopicLog``)."""
+    """A topic the exchange appends to and follows (``fleet.rolling_log.RollingTopicLog``)."""
 
     def start(
         self, on_record: Callable[[bytes | None, bytes | None], None], from_timestamp_ms: int
@@ -45,7 +51,12 @@ class ReportLog(Protocol):
 
 class FleetExchange:
     def __init__(
-        self, ledger: FleetLedger, reports: ReportLog, settings: FleetSettings, clock: Clock
+        self,
+        ledger: FleetLedger,
+        reports: ReportLog,
+        settings: FleetSettings,
+        clock: Clock,
+        hub_path: str | None = None,
     ) -> None:
         self.ledger = ledger
         self.settings = settings
@@ -53,7 +64,9 @@ class FleetExchange:
         self._clock = clock
         self._key = ledger.member.encode()
         self._timer: asyncio.TimerHandle | None = None
-        self._sent_ms: dict[int, int] = {}
+        self.hub = HubLink(hub_path, self._on_hub_report) if hub_path else None
+        self._unpublished: list[FleetReport] = []
+        self._next_publish_ms = 0
         self.echo_ms: deque[int] = deque(maxlen=_ECHO_SAMPLES)
         """Publish-to-read-back latency of this worker's recent reports (ms)."""
         self.published = 0
@@ -65,7 +78,9 @@ class FleetExchange:
         ``_FIRST_ECHO_S``) to read it back: from then on, silence means trouble."""
         started = self._clock()
         await self._reports.start(self._on_record, started - self.ledger.forget_ms)
-        self._exchange(self._clock())
+        if self.hub is not None:
+            self.hub.start()
+        self._beat_at(self._clock())
         try:
             await asyncio.wait_for(self._echoed.wait(), _FIRST_ECHO_S)
         except TimeoutError:
@@ -80,6 +95,7 @@ class FleetExchange:
                 incarnation=self.ledger.incarnation,
                 topic=self.settings.topic,
                 interval_ms=self.settings.exchange_interval_ms,
+                hub=self.hub.path if self.hub else None,
                 peers=len(self.ledger.members()),
                 caught_up_ms=self._clock() - started,
             )
@@ -92,27 +108,50 @@ class FleetExchange:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-            self._reports.append(self._key, self.ledger.farewell().encode())
+            farewell = self.ledger.farewell()
+            if self.hub is not None:
+                self.hub.send(farewell.encode())
+            self._reports.append(self._key, merged([*self._unpublished, farewell]).encode())
+        if self.hub is not None:
+            await self.hub.close()
         await self._reports.close()
 
     def _schedule(self) -> None:
         loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(self.settings.exchange_interval_ms / 1000, self._beat)
+        self._timer = loop.call_later(self._period_ms() / 1000, self._beat)
+
+    def _period_ms(self) -> int:
+        if self.hub is not None and self.hub.connected:
+            return self.settings.exchange_local_interval_ms
+        return self.settings.exchange_interval_ms
 
     def _beat(self) -> None:
         try:
-            self._exchange(self._clock())
+            self._beat_at(self._clock())
         except Exception:
             log.exception("fleet_exchange_failed")
         self._schedule()
 
-    def _exchange(self, now_ms: int) -> None:
-        events = self.ledger.tick(now_ms)
+    def _beat_at(self, now_ms: int) -> None:
+        publish = now_ms >= self._next_publish_ms
+        if publish:
+            self._next_publish_ms = now_ms + self.settings.exchange_interval_ms
+            self._log_events(self.ledger.tick(now_ms))
+        report = self.ledger.report(now_ms)
+        if self.hub is not None and self.hub.connected:
+            self.hub.send(report.encode())
+        self._unpublished.append(report)
+        if publish:
+            self._reports.append(self._key, merged(self._unpublished).encode())
+            self._unpublished.clear()
+            self.published += 1
+
+    def _log_events(self, events: LedgerEvents) -> None:
         members = len(self.ledger.members()) + 1
         for member in events.silenced:
             log.warning(kv("fleet_peer_silent", member=member, fallback=f"quota/{members} per key"))
         for member in events.forgotten:
-            log.info(kv("fleet_peer_forgotten", member=member))
+            log.info(kv("fleet_peer_forgotten", member=member, evidence="silent while healthy"))
         if events.restored:
             log.info(
                 kv(
@@ -127,34 +166,35 @@ class FleetExchange:
                 kv(
                     "fleet_exchange_lost",
                     member=self.ledger.member,
-                    reason="own reports not read back",
-                    fallback=f"quota/{members} per silent peer",
+                    reason="own reports not read back in time",
+                    echo_delay_ms=self.ledger.last_echo_delay_ms,
+                    fallback=f"quota/{members} per peer",
                 )
             )
-        report = self.ledger.report()
-        self._sent_ms[report.seq] = now_ms
-        self._reports.append(self._key, report.encode())
-        self.published += 1
 
-    def _on_record(self, key: bytes | None, value: bytes | None) -> None:
-        if value is None:
-            return
-        now_ms = self._clock()
+    def _decode(self, key: bytes | None, value: bytes) -> FleetReport | None:
         try:
-            report = FleetReport.decode(value, self.ledger.key_arity)
+            return FleetReport.decode(value, self.ledger.key_arity)
         except ReportError as exc:
             self.undecodable += 1
             if self.undecodable == 1 or self.undecodable % 1000 == 0:
                 log.warning(
                     kv("fleet_report_skipped", key=key, error=exc, skipped=self.undecodable)
                 )
+            return None
+
+    def _on_record(self, key: bytes | None, value: bytes | None) -> None:
+        if value is None:
             return
+        report = self._decode(key, value)
+        if report is None:
+            return
+        self.ledger.absorb(report, self._clock())
         if report.member == self.ledger.member and report.incarnation == self.ledger.incarnation:
-            sent = self._sent_ms.pop(report.seq, None)
-            if sent is not None:
-                self.echo_ms.append(now_ms - sent)
+            self.echo_ms.append(self.ledger.last_echo_delay_ms)
             self._echoed.set()
-            # Reports lost on the way never come back: do not keep their send times.
-            for seq in [s for s in self._sent_ms if s < report.seq]:
-                del self._sent_ms[seq]
-        self.ledger.absorb(report, now_ms)
+
+    def _on_hub_report(self, value: bytes) -> None:
+        report = self._decode(b"hub", value)
+        if report is not None:
+            self.ledger.absorb(report, self._clock())

@@ -6,6 +6,7 @@
     id = "payments-edge"              # instances naming the same upstream and id are one fleet
     "exchange.enabled" = true         # default: on with [store] backend = "kafka"
     "exchange.interval.ms" = 100      # how often each worker publishes its usage
+    "exchange.local.interval.ms" = 20 # how often workers of one instance tell each other
     "usage.topic" = "_quotagate.payments-edge.usage"   # default: from the id
     "usage.retention.ms" = 600000
     "usage.roll.ms" = 60000           # a new usage topic per period (bounded follow cost)
@@ -29,6 +30,8 @@ class FleetSettings:
     """Parsed as on exactly when the store is the upstream's (``[store] backend = "kafka"``),
     unless the section says otherwise."""
     exchange_interval_ms: int = 100
+    exchange_local_interval_ms: int = 20
+    """Between the workers of one instance, through its hub (local_hub)."""
     usage_topic: str | None = None
     usage_retention_ms: int = 600_000
     usage_roll_ms: int = 60_000

@@ -26,6 +26,7 @@ from multiprocessing.queues import Queue
 from types import FrameType
 from typing import Any, Final
 
+from quotagate.fleet.local_hub import HUB_ENV, LocalHub
 from quotagate.gateway.config import GatewayConfig
 from quotagate.gateway.embedded import LOOPBACK, free_port
 from quotagate.logs import kv
@@ -66,6 +67,8 @@ class Supervisor:
         self._slots = [_Slot(i, free_port()) for i in range(config.workers)]
         self._stop = threading.Event()
         self.restarts = 0
+        # Workers of one instance hear each other through it at once (fleet/local_hub).
+        self.hub = LocalHub() if config.workers > 1 else None
 
     # -- what the instance's metrics endpoint reads ----------------------------------------
 
@@ -80,6 +83,9 @@ class Supervisor:
 
     def start(self) -> None:
         """Start every worker and wait until each serves (or one fails)."""
+        if self.hub is not None:
+            self.hub.start()
+            os.environ[HUB_ENV] = str(self.hub.path)  # spawned workers inherit it
         for slot in self._slots:
             self._spawn(slot)
         waiting = {slot.index for slot in self._slots}
@@ -132,6 +138,8 @@ class Supervisor:
                 log.warning(kv("worker_killed", pid=process.pid, reason="shutdown timeout"))
                 process.kill()
                 process.join(5)
+        if self.hub is not None:
+            self.hub.stop()
 
     # -- internals ---------------------------------------------------------------------------
 

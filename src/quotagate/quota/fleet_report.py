@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -95,6 +95,31 @@ class FleetReport:
         if not isinstance(farewell, bool):
             raise ReportError("bye must be true or false")
         return cls(member, incarnation, seq, usage, farewell)
+
+
+def merged(reports: Sequence[FleetReport]) -> FleetReport:
+    """Consecutive reports of one sender as one: each key's latest cumulative value and the
+    sum of its increases, under the last report's ``seq`` (what a receiver that saw none of
+    them would have absorbed, one by one)."""
+    last = reports[-1]
+    usage: dict[str, dict[Key, UsageEntry]] = {}
+    for report in reports:
+        for kind, entries in report.usage.items():
+            by_key = usage.setdefault(kind, {})
+            for entry in entries:
+                earlier = by_key.get(entry.key)
+                by_key[entry.key] = (
+                    entry
+                    if earlier is None
+                    else UsageEntry(entry.key, entry.cumulative, earlier.delta + entry.delta)
+                )
+    return FleetReport(
+        last.member,
+        last.incarnation,
+        last.seq,
+        {kind: tuple(by_key.values()) for kind, by_key in usage.items()},
+        last.farewell,
+    )
 
 
 def _entries(kind: str, rows: Any, arity: int) -> tuple[UsageEntry, ...]:
