@@ -18,6 +18,8 @@ from prometheus_client.core import Metric
 from quotagate.enforcement.metrics import QuotaCollector
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.settings import QuotaSettings
+from quotagate.fleet.rolling_log import RollingTopicLog
+from quotagate.fleet.settings import FleetSettings
 from quotagate.gateway.metrics import GatewayMetrics
 from quotagate.instance.metrics import WorkersCollector
 from quotagate.store.quotas import Change
@@ -65,6 +67,16 @@ def exported() -> set[str]:
     managers.controller.new_strict_quota("u", "c", now).record(30, now)
     managers.controller.throttle("u", "c", 2, 10, now)
     runtime.clients[1] = ("u", "c")
+    # A fleet member, never started: its series exist from the first report echoed.
+    runtime.join_fleet(
+        FleetSettings(exchange_enabled=True),
+        "gw/0",
+        lambda settings, _member: RollingTopicLog(
+            "127.0.0.1:9", settings.topic, roll_ms=60_000, topic_config={}
+        ),
+    )
+    assert runtime.fleet is not None
+    runtime.fleet.exchange.echo_ms.append(5)
     runtime.last_now_ms = now
     runtime.tick(now)
     names = _sample_names(QuotaCollector(runtime).collect())

@@ -106,9 +106,17 @@ class FleetRun:
         return gateway
 
 
-def offer(bootstraps: list[str], rate: float, seconds: float, value: bytes = VALUE) -> float:
-    """One producer of client ``CLIENT_ID`` per bootstrap address, together offering ``rate``
-    bytes/s of ``value`` records for ``seconds``; returns the start time (epoch seconds)."""
+def offer(
+    bootstraps: list[str],
+    rate: float,
+    seconds: float,
+    value: bytes = VALUE,
+    buffer_kbytes: int = 32,
+    client_id: str = CLIENT_ID,
+) -> float:
+    """One producer of ``client_id`` per bootstrap address, together offering ``rate``
+    bytes/s of ``value`` records for ``seconds``, each buffering at most ``buffer_kbytes``;
+    returns the start time (epoch seconds)."""
     topic = f"spread-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstraps[0]})
     for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
@@ -119,6 +127,7 @@ def offer(bootstraps: list[str], rate: float, seconds: float, value: bytes = VAL
         threading.Thread(
             target=_paced,
             args=(bootstrap, topic, rate / len(bootstraps), start + seconds, value, errors),
+            kwargs={"buffer_kbytes": buffer_kbytes, "client_id": client_id},
         )
         for bootstrap in bootstraps
     ]
@@ -151,21 +160,29 @@ def wire_rate(usage: Path, start: float, seconds: float) -> float:
 
 
 def _paced(
-    bootstrap: str, topic: str, rate: float, stop_at: float, value: bytes, errors: list[str]
+    bootstrap: str,
+    topic: str,
+    rate: float,
+    stop_at: float,
+    value: bytes,
+    errors: list[str],
+    *,
+    buffer_kbytes: int,
+    client_id: str,
 ) -> None:
     """Offer ``rate`` bytes/s; what a throttled client cannot hand over is lost, not queued,
     so the offered load stays what it says (a greedy backlog would arrive in bursts)."""
     producer = Producer(
         {
             "bootstrap.servers": bootstrap,
-            "client.id": CLIENT_ID,
+            "client.id": client_id,
             "linger.ms": 5,
             # A bounded local buffer in bytes as well as in records: what a connection sends
             # right after a mute is then alike for small and large records. A quarter of a MB
             # per connection per unmute is a debt Kafka's one-window throttle cap cannot make
             # a client pay back, and spread over workers it is admitted before peers hear of it.
             "queue.buffering.max.messages": 32,
-            "queue.buffering.max.kbytes": 32,
+            "queue.buffering.max.kbytes": buffer_kbytes,
         }
     )
 

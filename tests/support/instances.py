@@ -40,8 +40,12 @@ class Instance:
         quota: float,
         store_topic: str | None = None,
         gateway: str = "",
+        windows: tuple[int, int] = (2, 1),
+        fleet: str = "",
     ) -> None:
-        """``gateway``: more ``[gateway]`` lines, e.g. ``"max.connections.per.ip" = 1``."""
+        """``gateway``, ``fleet``: more lines of those sections, e.g.
+        ``"max.connections.per.ip" = 1``; ``windows``: quota.window.num and .size.seconds
+        (2 x 1 s by default, which makes 20 s measurable; Kafka's are 11 x 1 s)."""
         tmp.mkdir(parents=True, exist_ok=True)
         self.tmp = tmp
         self.usage = tmp / "usage"
@@ -64,10 +68,11 @@ class Instance:
             f'[metrics]\nlisten = "127.0.0.1:{self.metrics_port}"\n'
             f'[store]\nbackend = "kafka"\ntopic = "{store_topic}"\n'
             f'[usage]\npath = "{self.usage}"\n'
-            '[quotas]\n"quota.window.num" = 2\n"quota.window.size.seconds" = 1\n'
+            f'[quotas]\n"quota.window.num" = {windows[0]}\n'
+            f'"quota.window.size.seconds" = {windows[1]}\n'
             '"super.users" = ["User:ANONYMOUS"]\n'
             f'[fleet]\nid = "f-{uuid.uuid4().hex[:6]}"\n'
-            f'"exchange.enabled" = {str(exchange).lower()}\n'
+            f'"exchange.enabled" = {str(exchange).lower()}\n{fleet}\n'
         )
         self.process = subprocess.Popen(
             [str(QUOTAGATE), "serve", "--config", str(config), "--workers", str(workers)],

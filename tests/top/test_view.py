@@ -110,3 +110,29 @@ def test_a_config_without_metrics_is_refused_with_a_reason(
     result = CliRunner().invoke(app, ["top", "--once", "--config", "q.toml"])
     assert result.exit_code == 2
     assert "q.toml has no [metrics] listen" in result.output
+
+
+def _fleet_text(worker: int, healthy: int, echo_p99: float, silent: int) -> str:
+    return (
+        f'quotagate_fleet_exchange_healthy{{worker="{worker}"}} {healthy}\n'
+        f'quotagate_fleet_report_echo_ms{{quantile="0.99",worker="{worker}"}} {echo_p99}\n'
+        f'quotagate_fleet_peers{{state="live",worker="{worker}"}} {3 - silent}\n'
+        f'quotagate_fleet_peers{{state="silent",worker="{worker}"}} {silent}\n'
+    )
+
+
+def test_the_fleet_line_says_health_echo_delay_and_fallback() -> None:
+    calm = _fleet_text(0, 1, 12, 0) + _fleet_text(1, 1, 9, 0)
+    picture, snapshot = frame([Scrape("http://gw/metrics", calm)], ThrottleHistory(10), 0.0)
+    assert "fleet exchange: 2/2 workers healthy  echo p99 12 ms  fallback off" in _plain(picture)
+    troubled = _fleet_text(0, 0, 4_000, 3) + _fleet_text(1, 1, 9, 1)
+    picture, snapshot = frame([Scrape("http://gw/metrics", troubled)], ThrottleHistory(10), 0.0)
+    assert snapshot.fleet.fallback
+    text = _plain(picture)
+    assert "1/2 workers healthy  echo p99 4,000 ms" in text
+    assert "fallback ON (fair share for up to 3 silent peers per worker)" in text
+
+
+def test_no_fleet_line_without_a_fleet() -> None:
+    picture, _ = frame([Scrape("http://gw/metrics", _text())], ThrottleHistory(10), 0.0)
+    assert "fleet exchange" not in _plain(picture)

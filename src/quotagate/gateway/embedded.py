@@ -54,6 +54,13 @@ class TansuBroker:
         return f"{LOOPBACK}:{self.port}"
 
     @property
+    def pid(self) -> int:
+        """The broker's process id (benchmarks read its CPU time)."""
+        if self._process is None:
+            raise EmbeddedBrokerError("the broker is not started")
+        return self._process.pid
+
+    @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 

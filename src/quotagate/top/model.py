@@ -114,12 +114,30 @@ class Scrape:
 
 
 @dataclass(slots=True)
+class FleetHealth:
+    """The usage exchange as the workers report it (docs/fleet.md, "Metrics")."""
+
+    workers: int = 0
+    """Workers that export the exchange's health (0: no fleet exchange here)."""
+    healthy: int = 0
+    echo_p99_ms: float | None = None
+    """The worst worker's publish-to-read-back delay, 99th percentile."""
+    silent_peers: int = 0
+    """The most peers one worker fills in a fair share for (0: no fallback anywhere)."""
+
+    @property
+    def fallback(self) -> bool:
+        return self.silent_peers > 0 or self.healthy < self.workers
+
+
+@dataclass(slots=True)
 class Snapshot:
     rows: list[Row]
     errors: list[str] = field(default_factory=list)
     """One line per endpoint (or worker) that did not answer."""
     endpoints: int = 0
     answered: int = 0
+    fleet: FleetHealth = field(default_factory=FleetHealth)
 
 
 def parse(scrapes: Sequence[Scrape]) -> Snapshot:
@@ -149,9 +167,21 @@ def parse(scrapes: Sequence[Scrape]) -> Snapshot:
     # Quota series first, from every endpoint: a row exists for a key with a quota sensor
     # anywhere, and the other figures then find it.
     samples.sort(key=lambda s: not s[0].endswith("_quota"))
+    fleet = FleetHealth()
     for name, labels, value in samples:
         _take(rows, name, labels, value)
-    return Snapshot(list(rows.values()), errors, len(scrapes), answered)
+        _take_fleet(fleet, name, labels, value)
+    return Snapshot(list(rows.values()), errors, len(scrapes), answered, fleet)
+
+
+def _take_fleet(fleet: FleetHealth, name: str, labels: Mapping[str, str], value: float) -> None:
+    if name == "quotagate_fleet_exchange_healthy":
+        fleet.workers += 1
+        fleet.healthy += value == 1
+    elif name == "quotagate_fleet_report_echo_ms" and labels.get("quantile") == "0.99":
+        fleet.echo_p99_ms = max(fleet.echo_p99_ms or 0.0, value)
+    elif name == "quotagate_fleet_peers" and labels.get("state") == "silent":
+        fleet.silent_peers = max(fleet.silent_peers, int(value))
 
 
 def _take(rows: dict[RowKey, Row], name: str, labels: Mapping[str, str], value: float) -> None:

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from quotagate.top.model import (
+    FleetHealth,
     Row,
     Scrape,
     Snapshot,
@@ -74,6 +75,8 @@ def render(
             state_text(row),
         )
     parts: list[RenderableType] = [header]
+    if snapshot.fleet.workers:
+        parts.append(fleet_text(snapshot.fleet))
     parts.extend(Text(f"unreachable: {error}", style="bold red") for error in snapshot.errors)
     if rows:
         parts.append(table)
@@ -87,6 +90,23 @@ def render(
             )
         )
     return Group(*parts)
+
+
+def fleet_text(fleet: FleetHealth) -> Text:
+    """One line: is the fleet hearing itself, how late, and is anyone on the fallback."""
+    style = "green" if not fleet.fallback else "bold red"
+    echo = "–" if fleet.echo_p99_ms is None else f"{fleet.echo_p99_ms:,.0f} ms"
+    fallback = (
+        "off"
+        if not fleet.fallback
+        else f"ON (fair share for up to {fleet.silent_peers} silent peers per worker)"
+    )
+    return Text.assemble(
+        ("fleet exchange: ", "bold"),
+        (f"{fleet.healthy}/{fleet.workers} workers healthy", style),
+        f"  echo p99 {echo}  fallback ",
+        (fallback, style),
+    )
 
 
 def _source_text(row: Row) -> str:
