@@ -97,6 +97,7 @@ def _run(
 ) -> list[float]:
     instance = Instance(tmp / name, broker.bootstrap, workers, True, QUOTA, windows=KAFKA_WINDOWS)
     tansu = broker.pid
+    slices = max(1, round(minutes / slice_minutes))
     try:
         if idle_minutes:
             cpu0, t0 = _cpu_s(tansu), time.time()
@@ -108,9 +109,7 @@ def _run(
                 f" echo p99 {_echo_p99(instance):.0f} ms",
                 flush=True,
             )
-        slices = max(1, round(minutes / slice_minutes))
         load = Load(instance.bootstrap, connections, slices * slice_minutes * 60 + 2)
-        ratios = []
         for index in range(slices):
             cpu0, t0 = _cpu_s(tansu), time.time()
             healthy_low = 1.0
@@ -118,21 +117,23 @@ def _run(
             while time.time() < deadline:
                 time.sleep(min(10.0, max(deadline - time.time(), 0.0)))
                 healthy_low = min([healthy_low, *_gauges(instance, "fleet_exchange_healthy")])
-            start = load.start + index * slice_minutes * 60
-            seconds = slice_minutes * 60
-            ratio = wire_rate(instance.usage, start, seconds) / QUOTA
-            ratios.append(ratio)
             print(
-                f"{name} slice {index + 1}/{slices}: achieved/quota {ratio:.3f}"
+                f"{name} slice {index + 1}/{slices}:"
                 f"  tansu {100 * (_cpu_s(tansu) - cpu0) / (time.time() - t0):.0f} %"
                 f"  healthy (lowest seen) {healthy_low:.0f}"
                 f"  echo p99 {_echo_p99(instance):.0f} ms",
                 flush=True,
             )
         load.join()
-        return ratios
     finally:
         instance.stop()
+    # The usage events are whole once the instance has stopped (its writers flush then).
+    seconds = slice_minutes * 60
+    ratios = [
+        wire_rate(instance.usage, load.start + i * seconds, seconds) / QUOTA for i in range(slices)
+    ]
+    print(f"{name} achieved/quota per slice: {' '.join(f'{r:.3f}' for r in ratios)}", flush=True)
+    return ratios
 
 
 def main() -> None:

@@ -34,6 +34,20 @@ def healthy(_sender: str, _now_ms: int) -> int | None:
     return 5
 
 
+@dataclass(frozen=True)
+class Load:
+    """A client offering ``offered`` times the quota over ``connections``, each connection
+    buffering at most ``buffer_bytes`` (the live benchmarks' producers)."""
+
+    offered: float
+    connections: int
+    buffer_bytes: int = 64 * 1024
+
+    @property
+    def per_step(self) -> float:
+        return self.offered * QUOTA / self.connections * STEP_MS / 1000
+
+
 @dataclass
 class _Record:
     sender: str
@@ -48,6 +62,7 @@ class SimWorker:
     managers: QuotaManagers = field(default_factory=QuotaManagers.create)
     ledger: FleetLedger | None = None
     muted_until: list[int] = field(default_factory=list)
+    pending: list[float] = field(default_factory=list)
     read: int = 0
     """How far along the log this worker has read."""
     unpublished: list[FleetReport] = field(default_factory=list)
@@ -64,18 +79,26 @@ class SimWorker:
             now_ms=now_ms,
         )
         self.muted_until = [0] * self.connections
+        self.pending = [0.0] * self.connections
 
-    def serve(self, now_ms: int) -> int:
-        """Every unmuted connection sends one request; returns the bytes admitted."""
+    def serve(self, now_ms: int, load: Load | None = None) -> int:
+        """Every unmuted connection sends one request; returns the bytes admitted. Greedy
+        (``REQUEST_BYTES`` each time) without a ``load``; with one, what accumulated."""
         admitted = 0
         for i, until in enumerate(self.muted_until):
-            if until > now_ms:
+            size = REQUEST_BYTES
+            if load is not None:
+                # What the client handed the connection since its last request, up to its
+                # buffer: a producer refuses the rest (BufferError), as the live load does.
+                self.pending[i] = min(self.pending[i] + load.per_step, load.buffer_bytes)
+                size = int(self.pending[i])
+            if until > now_ms or size <= 0:
                 continue
-            throttle = self.managers.produce.record_and_get_throttle_ms(
-                "", "c", REQUEST_BYTES, now_ms
-            )
-            admitted += REQUEST_BYTES
+            throttle = self.managers.produce.record_and_get_throttle_ms("", "c", size, now_ms)
+            admitted += size
             self.muted_until[i] = now_ms + throttle
+            if load is not None:
+                self.pending[i] -= size
         return admitted
 
 
@@ -99,12 +122,18 @@ def run_fleet(
     delivery: Delivery = healthy,
     leave: dict[str, int] | None = None,
     hub_ms: int = 0,
+    offered: float | None = None,
 ) -> FleetRun:
     """``workers`` processes share one client's ``connections`` (spread evenly); ``leave``
     names workers that stop (with a farewell) at a time relative to the start; ``hub_ms``:
     the workers are one instance whose hub relays their reports every ``hub_ms`` (heard
-    within the step), 0 for none."""
-    fleet = [SimWorker(f"gw/{i}", connections // workers) for i in range(workers)]
+    within the step), 0 for none; ``offered``: the client offers that many times its quota
+    (``Load``) instead of sending greedily."""
+    load = Load(offered, connections) if offered is not None else None
+    fleet = [
+        SimWorker(f"gw/{i}", connections // workers + (i < connections % workers))
+        for i in range(workers)
+    ]
     for worker in fleet:
         worker.join(T0)
     log: list[_Record] = []
@@ -115,7 +144,7 @@ def run_fleet(
         live = [w for w in fleet if w.name not in gone]
         for worker in live:
             _read(worker, log, now, run)
-        run.admitted.append((now, sum(w.serve(now) for w in live)))
+        run.admitted.append((now, sum(w.serve(now, load) for w in live)))
         publish = step % (INTERVAL_MS // STEP_MS) == 0
         if publish:
             for worker in live:
