@@ -9,6 +9,7 @@ delivery time has come (a record stuck behind a slow one waits for it, as in Kaf
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ STEP_MS = 10
 INTERVAL_MS = 100
 SILENCE_MS = 3 * INTERVAL_MS
 FORGET_MS = 11_000
+"""With Kafka's default windows (11 x 1 s)."""
 QUOTA = 100_000.0
 """producer_byte_rate of the one client, bytes/s."""
 REQUEST_BYTES = 4_000
@@ -62,7 +64,8 @@ class SimWorker:
     managers: QuotaManagers = field(default_factory=QuotaManagers.create)
     ledger: FleetLedger | None = None
     muted_until: list[int] = field(default_factory=list)
-    pending: list[float] = field(default_factory=list)
+    queued: list[deque[float]] = field(default_factory=list)
+    buffered: list[float] = field(default_factory=list)
     read: int = 0
     """How far along the log this worker has read."""
     unpublished: list[FleetReport] = field(default_factory=list)
@@ -75,31 +78,38 @@ class SimWorker:
             f"{T0}-{self.name}",
             shared_quotas(self.managers, TopicBytesInQuota(None, now_ms)),
             silence_ms=SILENCE_MS,
-            forget_ms=FORGET_MS,
+            # As the gateway does: a silent peer's usage has left every window after this.
+            forget_ms=self.managers.produce.window_num * self.managers.produce.window_size_s * 1000,
             now_ms=now_ms,
         )
         self.muted_until = [0] * self.connections
-        self.pending = [0.0] * self.connections
+        self.queued = [deque() for _ in range(self.connections)]
+        self.buffered = [0.0] * self.connections
 
     def serve(self, now_ms: int, load: Load | None = None) -> int:
         """Every unmuted connection sends one request; returns the bytes admitted. Greedy
-        (``REQUEST_BYTES`` each time) without a ``load``; with one, what accumulated."""
+        (``REQUEST_BYTES`` each time) without a ``load``. With one, as a librdkafka producer
+        does: a batch of what the client handed over is made every step (its linger) and
+        queued, up to the buffer (the client's further records are refused, BufferError);
+        the gateway reads the oldest queued request when the connection is not muted."""
         admitted = 0
         for i, until in enumerate(self.muted_until):
             size = REQUEST_BYTES
             if load is not None:
-                # What the client handed the connection since its last request, up to its
-                # buffer: a producer refuses the rest (BufferError), as the live load does.
-                self.pending[i] = min(self.pending[i] + load.per_step, load.buffer_bytes)
-                size = int(self.pending[i])
-            if until > now_ms or size <= 0:
+                queue = self.queued[i]
+                if self.buffered[i] + load.per_step <= load.buffer_bytes:
+                    queue.append(load.per_step)
+                    self.buffered[i] += load.per_step
+                if until > now_ms or not queue:
+                    continue
+                size = queue.popleft()
+                self.buffered[i] -= size
+            elif until > now_ms:
                 continue
             throttle = self.managers.produce.record_and_get_throttle_ms("", "c", size, now_ms)
             admitted += size
             self.muted_until[i] = now_ms + throttle
-            if load is not None:
-                self.pending[i] -= size
-        return admitted
+        return int(admitted)
 
 
 @dataclass
@@ -123,15 +133,21 @@ def run_fleet(
     leave: dict[str, int] | None = None,
     hub_ms: int = 0,
     offered: float | None = None,
+    window_num: int = 11,
 ) -> FleetRun:
     """``workers`` processes share one client's ``connections`` (spread evenly); ``leave``
     names workers that stop (with a farewell) at a time relative to the start; ``hub_ms``:
     the workers are one instance whose hub relays their reports every ``hub_ms`` (heard
     within the step), 0 for none; ``offered``: the client offers that many times its quota
-    (``Load``) instead of sending greedily."""
+    (``Load``) instead of sending greedily; ``window_num``: of 1 s each, Kafka's 11 by
+    default."""
     load = Load(offered, connections) if offered is not None else None
     fleet = [
-        SimWorker(f"gw/{i}", connections // workers + (i < connections % workers))
+        SimWorker(
+            f"gw/{i}",
+            connections // workers + (i < connections % workers),
+            QuotaManagers.create(window_num=window_num),
+        )
         for i in range(workers)
     ]
     for worker in fleet:
