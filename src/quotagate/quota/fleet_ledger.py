@@ -35,6 +35,9 @@ from quotagate.quota.fleet_shares import SharedQuota
 UsageKey = tuple[str, Key]
 """(kind, key)"""
 
+_SENT_KEPT = 4096
+"""Publication times kept for reports not read back yet (a lost exchange loses them all)."""
+
 
 class PeerState(enum.StrEnum):
     LIVE = "live"
@@ -139,6 +142,8 @@ class FleetLedger:
         self._seq += 1
         if now_ms is not None:
             self._sent_ms[self._seq] = now_ms
+            if len(self._sent_ms) > _SENT_KEPT:  # echoes stopped coming: keep the newest
+                del self._sent_ms[next(iter(self._sent_ms))]
         usage: dict[str, tuple[UsageEntry, ...]] = {}
         live: set[UsageKey] = set()
         for kind, share in self._shares.items():
