@@ -138,7 +138,9 @@ class FleetExchange:
             self._next_publish_ms = now_ms + self.settings.exchange_interval_ms
             self._log_events(self.ledger.tick(now_ms))
         report = self.ledger.report(now_ms)
-        if self.hub is not None and self.hub.connected:
+        # Between publications only news is worth a frame: heartbeats go at the publication
+        # pace, which is what peers judge silence by.
+        if self.hub is not None and self.hub.connected and (publish or report.usage):
             self.hub.send(report.encode())
         self._unpublished.append(report)
         if publish:
