@@ -20,6 +20,7 @@ from quotagate.gateway.auth.authenticator import SASL_MECHANISMS, SecurityProtoc
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from quotagate.protocol.host_port import HostPort
 from quotagate.quota.connection_quotas import canonical_ip
+from quotagate.security.principal_mapping import DEFAULT_RULES, InvalidRuleError, PrincipalMapper
 from quotagate.store.backends import StoreSettings
 
 INT32_MAX: Final = 2_147_483_647
@@ -46,6 +47,12 @@ class ListenerConfig:
     broker_port_count: int = 1024
     ssl_certificate_location: str | None = None
     ssl_key_location: str | None = None
+    ssl_client_auth: str = "none"
+    """Kafka's ``ssl.client.auth``: none, requested or required client certificates."""
+    ssl_ca_location: str | None = None
+    """PEM CA certificates that client certificates must chain to (``ssl.client.auth``)."""
+    ssl_principal_mapping_rules: str = DEFAULT_RULES
+    """Kafka's ``ssl.principal.mapping.rules``: certificate subject DN -> user name."""
     sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS
     max_connections: int = INT32_MAX
     """Kafka's ``listener.name.<name>.max.connections``: the acceptor waits at this many."""
@@ -181,6 +188,20 @@ def _sasl_mechanisms(key: str, value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
+def _mapping_rules(key: str, value: Any) -> str:
+    """Kafka's ``ssl.principal.mapping.rules``, refused here as Kafka refuses it at start."""
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"{key} = {value!r} must be a string of comma-separated rules, e.g. "
+            f'{key} = "RULE:^CN=([^,]+),.*$/$1/L,DEFAULT"'
+        )
+    try:
+        PrincipalMapper.from_rules(value)
+    except InvalidRuleError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    return value
+
+
 def _per_ip_overrides(key: str, value: Any) -> tuple[tuple[str, int], ...]:
     """Kafka's ``"host:count,host:count"`` (the count after the last colon, so IPv6 works), or
     a list of such strings. Addresses only: the gateway does no DNS."""
@@ -281,6 +302,9 @@ _LISTENER_KEYS: Final[dict[str, KeySpec]] = {
     "broker.port.count": ("broker_port_count", integer(1, 65535)),
     "ssl.certificate.location": ("ssl_certificate_location", _str),
     "ssl.key.location": ("ssl_key_location", _str),
+    "ssl.client.auth": ("ssl_client_auth", _choice("none", "requested", "required")),
+    "ssl.ca.location": ("ssl_ca_location", _str),
+    "ssl.principal.mapping.rules": ("ssl_principal_mapping_rules", _mapping_rules),
     "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", _sasl_mechanisms),
     "max.connections": ("max_connections", integer(1)),
     "max.connection.creation.rate": ("max_connection_creation_rate", integer(1)),
@@ -426,6 +450,7 @@ def validate(config: GatewayConfig) -> GatewayConfig:
                 f"listener {listener.name} uses {listener.security_protocol}: set "
                 "ssl.certificate.location and ssl.key.location (PEM files)"
             )
+        _check_client_certificates(listener)
         last = listener.broker_port_start + listener.broker_port_count - 1
         if last > 65535:
             raise ConfigError(
@@ -438,6 +463,32 @@ def validate(config: GatewayConfig) -> GatewayConfig:
                 f"its broker port range {listener.broker_port_start}-{last}; move one of them"
             )
     return dataclasses.replace(config, listeners=listeners)
+
+
+def _check_client_certificates(listener: ListenerConfig) -> None:
+    """mTLS keys only where they act: client certificates on TLS listeners, mapping rules
+    where a certificate names the principal (on SASL_SSL the SASL principal wins, as in
+    Kafka, so rules there would never apply)."""
+    tls = listener.security_protocol in SecurityProtocol.TLS
+    if not tls and (listener.ssl_client_auth != "none" or listener.ssl_ca_location):
+        raise ConfigError(
+            f"listener {listener.name} uses {listener.security_protocol}: ssl.client.auth and "
+            'ssl.ca.location need security.protocol = "SSL" or "SASL_SSL"'
+        )
+    if listener.ssl_client_auth != "none" and not listener.ssl_ca_location:
+        raise ConfigError(
+            f'listener {listener.name}: ssl.client.auth = "{listener.ssl_client_auth}" '
+            "needs ssl.ca.location, the PEM file of the CA certificates client certificates "
+            "must chain to"
+        )
+    if listener.ssl_principal_mapping_rules != DEFAULT_RULES and (
+        listener.security_protocol != SecurityProtocol.SSL or listener.ssl_client_auth == "none"
+    ):
+        raise ConfigError(
+            f"listener {listener.name}: ssl.principal.mapping.rules apply to client "
+            'certificates on an SSL listener with ssl.client.auth = "requested" or '
+            '"required" (on SASL_SSL the SASL principal is used, as in Kafka)'
+        )
 
 
 def _with_listener_defaults(listener: ListenerConfig) -> ListenerConfig:
