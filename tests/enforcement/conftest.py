@@ -44,7 +44,8 @@ class QuotaGateway:
 def start_quota_gateway(
     tmp_path: Path,
 ) -> Iterator[Callable[..., QuotaGateway]]:
-    """``start(upstream, quotas={...}, usage={...}, store=path)`` → a running gateway.
+    """``start(upstream, quotas={...}, usage={...}, store=path)`` → a running gateway;
+    ``security_protocol`` and ``listener`` (ListenerConfig fields) shape its one listener.
 
     ``quotas`` and ``usage`` are the config sections of docs/quotas.md; the store defaults to
     a file in the test's temporary directory (pass the same path to "restart" a gateway).
@@ -57,12 +58,18 @@ def start_quota_gateway(
         quotas: dict[str, Any] | None = None,
         usage: dict[str, Any] | None = None,
         store: Path | None = None,
+        security_protocol: str = "PLAINTEXT",
+        listener: dict[str, Any] | None = None,
     ) -> QuotaGateway:
         extra: dict[str, Any] = {"quotas": quotas or {}}
         if usage is not None:
             extra["usage"] = usage
         config = gateway_config(
-            upstream, store_path=str(store or tmp_path / "quotagate.db"), extra=extra
+            upstream,
+            security_protocol=security_protocol,
+            listener=listener,
+            store_path=str(store or tmp_path / "quotagate.db"),
+            extra=extra,
         )
         runtime = QuotaRuntime.from_config(config)
         background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])

@@ -190,7 +190,7 @@ class ClientConnection(asyncio.Protocol):
         self.info.principal = principal
         log.info(
             kv(
-                "tls_authenticated",
+                "tls_principal",
                 id=self.info.connection_id,
                 client=self._peer(),
                 listener=self._listener.name,
