@@ -16,7 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from quotagate.gateway.auth.authenticator import SASL_MECHANISMS, SecurityProtocol
+from quotagate.gateway.auth.authenticator import (
+    SASL_MECHANISMS,
+    SUPPORTED_SASL_MECHANISMS,
+    SecurityProtocol,
+)
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from quotagate.protocol.host_port import HostPort
 from quotagate.quota.connection_quotas import canonical_ip
@@ -54,6 +58,15 @@ class ListenerConfig:
     ssl_principal_mapping_rules: str = DEFAULT_RULES
     """Kafka's ``ssl.principal.mapping.rules``: certificate subject DN -> user name."""
     sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS
+    oauthbearer_jwks_endpoint_url: str | None = None
+    """Kafka's ``sasl.oauthbearer.jwks.endpoint.url``: the keys OAUTHBEARER tokens are
+    verified with (needed when OAUTHBEARER is enabled)."""
+    oauthbearer_jwks_endpoint_refresh_ms: int = 3_600_000
+    oauthbearer_expected_audience: tuple[str, ...] = ()
+    oauthbearer_expected_issuer: str | None = None
+    oauthbearer_clock_skew_seconds: int = 30
+    oauthbearer_sub_claim_name: str = "sub"
+    oauthbearer_scope_claim_name: str = "scope"
     max_connections: int = INT32_MAX
     """Kafka's ``listener.name.<name>.max.connections``: the acceptor waits at this many."""
     max_connection_creation_rate: int = INT32_MAX
@@ -181,11 +194,30 @@ def _sasl_mechanisms(key: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not value:
         raise ConfigError(f'{key} must list at least one mechanism, e.g. {key} = ["SCRAM-SHA-512"]')
     for item in value:
-        if item not in SASL_MECHANISMS:
+        if item not in SUPPORTED_SASL_MECHANISMS:
             raise ConfigError(
-                f"{key}: {item!r} is not supported; choose from {', '.join(SASL_MECHANISMS)}"
+                f"{key}: {item!r} is not supported; choose from "
+                f"{', '.join(SUPPORTED_SASL_MECHANISMS)}"
             )
     return tuple(dict.fromkeys(value))
+
+
+def _url(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.startswith(("https://", "http://", "file:")):
+        raise ConfigError(
+            f"{key} = {value!r} must be an https://, http:// or file: URL, e.g. "
+            f'{key} = "https://idp.example.com/.well-known/jwks.json"'
+        )
+    return value
+
+
+def _strings(key: str, value: Any) -> tuple[str, ...]:
+    """Kafka's comma-separated list, or a TOML array of strings."""
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ConfigError(f'{key} = {value!r} must list strings, e.g. {key} = ["kafka"]')
+    return tuple(value)
 
 
 def _mapping_rules(key: str, value: Any) -> str:
@@ -306,6 +338,16 @@ _LISTENER_KEYS: Final[dict[str, KeySpec]] = {
     "ssl.ca.location": ("ssl_ca_location", _str),
     "ssl.principal.mapping.rules": ("ssl_principal_mapping_rules", _mapping_rules),
     "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", _sasl_mechanisms),
+    "sasl.oauthbearer.jwks.endpoint.url": ("oauthbearer_jwks_endpoint_url", _url),
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": (
+        "oauthbearer_jwks_endpoint_refresh_ms",
+        integer(1, INT64_MAX),
+    ),
+    "sasl.oauthbearer.expected.audience": ("oauthbearer_expected_audience", _strings),
+    "sasl.oauthbearer.expected.issuer": ("oauthbearer_expected_issuer", _str),
+    "sasl.oauthbearer.clock.skew.seconds": ("oauthbearer_clock_skew_seconds", integer(0)),
+    "sasl.oauthbearer.sub.claim.name": ("oauthbearer_sub_claim_name", _str),
+    "sasl.oauthbearer.scope.claim.name": ("oauthbearer_scope_claim_name", _str),
     "max.connections": ("max_connections", integer(1)),
     "max.connection.creation.rate": ("max_connection_creation_rate", integer(1)),
 }
@@ -451,6 +493,7 @@ def validate(config: GatewayConfig) -> GatewayConfig:
                 "ssl.certificate.location and ssl.key.location (PEM files)"
             )
         _check_client_certificates(listener)
+        _check_oauthbearer(listener)
         last = listener.broker_port_start + listener.broker_port_count - 1
         if last > 65535:
             raise ConfigError(
@@ -488,6 +531,24 @@ def _check_client_certificates(listener: ListenerConfig) -> None:
             f"listener {listener.name}: ssl.principal.mapping.rules apply to client "
             'certificates on an SSL listener with ssl.client.auth = "requested" or '
             '"required" (on SASL_SSL the SASL principal is used, as in Kafka)'
+        )
+
+
+def _check_oauthbearer(listener: ListenerConfig) -> None:
+    enabled = (
+        listener.security_protocol in SecurityProtocol.SASL
+        and "OAUTHBEARER" in listener.sasl_enabled_mechanisms
+    )
+    if enabled and not listener.oauthbearer_jwks_endpoint_url:
+        raise ConfigError(
+            f"listener {listener.name} enables OAUTHBEARER: set "
+            "sasl.oauthbearer.jwks.endpoint.url, the JWKS whose keys sign the tokens"
+        )
+    if listener.oauthbearer_jwks_endpoint_url and not enabled:
+        raise ConfigError(
+            f"listener {listener.name} has sasl.oauthbearer.jwks.endpoint.url but no "
+            "OAUTHBEARER: add it to sasl.enabled.mechanisms on a SASL listener, e.g. "
+            'sasl.enabled.mechanisms = ["OAUTHBEARER"]'
         )
 
 
