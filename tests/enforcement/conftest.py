@@ -15,6 +15,7 @@ import pytest
 from quotagate.enforcement import QuotaEnforcement
 from quotagate.enforcement.metrics import QuotaCollector
 from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.gateway.auth.setup import authenticator_factory
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.control import build_request
 from quotagate.gateway.embedded import TansuBroker
@@ -45,7 +46,8 @@ def start_quota_gateway(
     tmp_path: Path,
 ) -> Iterator[Callable[..., QuotaGateway]]:
     """``start(upstream, quotas={...}, usage={...}, store=path)`` → a running gateway;
-    ``security_protocol`` and ``listener`` (ListenerConfig fields) shape its one listener.
+    ``security_protocol`` and ``listener`` (ListenerConfig fields) shape its one listener;
+    ``sasl`` gives it the authenticator ``quotagate serve`` would build from that config.
 
     ``quotas`` and ``usage`` are the config sections of docs/quotas.md; the store defaults to
     a file in the test's temporary directory (pass the same path to "restart" a gateway).
@@ -60,6 +62,7 @@ def start_quota_gateway(
         store: Path | None = None,
         security_protocol: str = "PLAINTEXT",
         listener: dict[str, Any] | None = None,
+        sasl: bool = False,
     ) -> QuotaGateway:
         extra: dict[str, Any] = {"quotas": quotas or {}}
         if usage is not None:
@@ -72,7 +75,11 @@ def start_quota_gateway(
             extra=extra,
         )
         runtime = QuotaRuntime.from_config(config)
-        background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
+        # A SASL listener authenticates as `quotagate serve` sets it up, from the config.
+        factory = authenticator_factory(config) if sasl else None
+        background = BackgroundGateway(
+            config, authenticator_factory=factory, plugins=[QuotaEnforcement(runtime)]
+        )
         background.start()
         background.gateway.metrics.registry.register(QuotaCollector(runtime))
         gateway = QuotaGateway(background, runtime)

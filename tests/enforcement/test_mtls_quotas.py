@@ -16,22 +16,19 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pyarrow.dataset as ds
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from quotagate.protocol import api_keys
 from quotagate.store.quotas import Change
 from support.certificates import CertificateAuthority, Issued, subject
+from support.greedy import produce_rate, produce_until, usage_rows
 
 pytestmark = pytest.mark.integration
 
 QUOTA = 300_000
 WARM_UP_S = 4.0
 MEASURE_S = 15.0
-VALUE = b"v" * 4000
-OUTSTANDING = 64
 RULES = "RULE:^.*CN=([a-z]+).*$/$1/L,DEFAULT"
 WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1}
 
@@ -77,42 +74,6 @@ def _client(bootstrap: str, pki: dict[str, Any], who: str | None) -> dict[str, A
     return config
 
 
-def _greedy(config: dict[str, Any], topic: str, stop_at: float, errors: list[str]) -> None:
-    producer = Producer(
-        {
-            **config,
-            "linger.ms": 5,
-            "batch.size": 16384,
-            "max.in.flight": 5,
-            "request.timeout.ms": 30000,
-            "queue.buffering.max.messages": OUTSTANDING,
-        }
-    )
-
-    def delivered(error: Any, _message: Any) -> None:
-        if error is not None:
-            errors.append(str(error))
-
-    while time.time() < stop_at:
-        try:
-            producer.produce(topic, VALUE, on_delivery=delivered)
-        except BufferError:
-            producer.poll(0.01)
-        producer.poll(0)
-    assert producer.flush(60) == 0
-
-
-def _rate(rows: list[dict[str, Any]], principal: str, start: float, seconds: float) -> float:
-    wire = sum(
-        row["request_bytes"]
-        for row in rows
-        if row["principal"] == principal
-        and row["api_key"] == api_keys.PRODUCE
-        and start <= row["ts_ms"] / 1000 < start + seconds
-    )
-    return wire / seconds
-
-
 def test_a_user_quota_holds_the_certificate_it_names(
     quota_tansu: Any, start_quota_gateway: Any, pki: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -136,7 +97,7 @@ def test_a_user_quota_holds_the_certificate_it_names(
     errors: dict[str, list[str]] = {"alice": [], "bob": []}
     threads = [
         threading.Thread(
-            target=_greedy,
+            target=produce_until,
             args=(_client(gateway.bootstrap, pki, who), topic, stop_at, errors[who]),
         )
         for who in errors
@@ -147,10 +108,10 @@ def test_a_user_quota_holds_the_certificate_it_names(
         thread.join(120)
     gateway.stop()
     assert errors == {"alice": [], "bob": []}
-    rows = ds.dataset(usage, format="parquet", partitioning="hive").to_table().to_pylist()
+    rows = usage_rows(usage)
     measured_from = start + WARM_UP_S
-    alice = _rate(rows, "User:alice", measured_from, MEASURE_S)
-    bob = _rate(rows, "User:bob", measured_from, MEASURE_S)
+    alice = produce_rate(rows, "User:alice", measured_from, MEASURE_S)
+    bob = produce_rate(rows, "User:bob", measured_from, MEASURE_S)
     assert 0.95 * QUOTA <= alice <= 1.05 * QUOTA, alice / QUOTA
     assert bob > 1.5 * QUOTA, bob / QUOTA
     assert not [r for r in rows if r["principal"] == "User:bob" and r["throttle_ms"] > 0]
