@@ -38,7 +38,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> CredentialStore:
 @pytest.fixture(scope="module")
 def factory(provider: IdentityProvider, store: CredentialStore) -> SaslAuthenticatorFactory:
     keys = JwksCache(provider.jwks_url)
-    keys.load(0.0)
+    keys.load()
     rules = TokenRules(expected_audience=(AUDIENCE,), expected_issuer=ISSUER)
     return SaslAuthenticatorFactory(
         store,

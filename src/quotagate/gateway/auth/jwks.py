@@ -1,21 +1,21 @@
 """The verification keys of a JWKS endpoint (``sasl.oauthbearer.jwks.endpoint.url``), kept fresh.
 
 As Kafka's ``RefreshingHttpsJwks``: the keys are fetched once at start (a failure stops the
-gateway from starting, loudly), then again every ``sasl.oauthbearer.jwks.endpoint.refresh.ms``,
-and at once when a token names a key id the set does not have (at most once a minute per key
-id, so unknown ids cannot make the gateway hammer the endpoint). A refresh runs in a thread of
-its own, never on the event loop; a failed one is retried with backoff (100 ms doubling, for
-up to 10 s, Kafka's defaults) and otherwise keeps the keys it had.
+gateway from starting, loudly), then every ``sasl.oauthbearer.jwks.endpoint.refresh.ms`` by a
+timer thread, and at once when a token names a key id the set does not have (at most once a
+minute per key id, so unknown ids cannot make the gateway hammer the endpoint). Fetches never
+run on the event loop. A failed refresh is retried with backoff (100 ms doubling, for up to
+10 s, Kafka's defaults) and otherwise keeps the keys it had; two refreshes never overlap.
 
-The time is passed in (``time.monotonic()`` seconds), so when a refresh is due is decided
-without reading a clock here.
+The timer holds the cache only weakly: a cache nobody uses any more (a stopped gateway's)
+lets its timer end at the next tick.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Final
@@ -57,27 +57,35 @@ class JwksCache:
             url, cache_jwk_set=False, cache_keys=False, timeout=_FETCH_TIMEOUT_S
         )
         self._keys: Mapping[str, VerificationKey] = {}
-        self._due = 0.0
         self._lock = threading.Lock()
-        self._refreshing: threading.Thread | None = None
+        self._refresh_lock = threading.Lock()  # held while a refresh runs
+        self._expedited: threading.Thread | None = None
         self._missing: OrderedDict[str, float] = OrderedDict()
+        self._stop = threading.Event()
         self.refreshes = 0
-        """Completed fetches, failed or not (for the tests and the log)."""
+        """Refreshes done since start, failed or not (for the tests and the log)."""
 
-    def load(self, now: float) -> None:
-        """The first fetch, in the caller's thread; raises :class:`JwksError`."""
+    def load(self) -> None:
+        """The first fetch, in the caller's thread, then the refresh timer; raises
+        :class:`JwksError`."""
         self._keys = self._fetch()
-        self._due = now + self._refresh_s
         log.info(kv("jwks_loaded", url=self.url, keys=len(self._keys)))
+        timer = threading.Thread(
+            target=_tick,
+            args=(weakref.ref(self), self._stop, self._refresh_s),
+            name="jwks-refresh-timer",
+            daemon=True,
+        )
+        timer.start()
 
-    def keys(self, now: float) -> Mapping[str, VerificationKey]:
-        """The keys now; starts a refresh in the background when one is due."""
-        if now >= self._due:
-            self._start_refresh(now)
+    def keys(self) -> Mapping[str, VerificationKey]:
         return self._keys
 
     def missing(self, key_id: str | None, now: float) -> None:
-        """A token named a key the set lacks: refresh soon, once per key id per minute."""
+        """A token named a key the set lacks: refresh soon, once per key id per minute.
+
+        ``now`` is ``time.monotonic()`` seconds.
+        """
         if key_id is None or len(key_id) > _MAX_KEY_ID_LENGTH:
             return
         with self._lock:
@@ -88,38 +96,44 @@ class JwksCache:
             self._missing.move_to_end(key_id)
             while len(self._missing) > _MISSING_KEY_IDS_KEPT:
                 self._missing.popitem(last=False)
-        self._start_refresh(now)
+            if self._expedited is not None and self._expedited.is_alive():
+                return
+            self._expedited = threading.Thread(
+                target=self.refresh, name="jwks-refresh", daemon=True
+            )
+            self._expedited.start()
 
     def join(self, timeout: float | None = None) -> None:
-        """Wait for a refresh in progress, if any."""
-        thread = self._refreshing
+        """Wait for an expedited refresh in progress, if any."""
+        thread = self._expedited
         if thread is not None:
             thread.join(timeout)
 
-    def _start_refresh(self, now: float) -> None:
-        with self._lock:
-            if self._refreshing is not None and self._refreshing.is_alive():
-                return
-            # The next scheduled refresh counts from this one, failed or not (as Kafka's
-            # fixed-rate schedule does).
-            self._due = now + self._refresh_s
-            self._refreshing = threading.Thread(
-                target=self._refresh, name="jwks-refresh", daemon=True
-            )
-            self._refreshing.start()
+    def close(self) -> None:
+        """Stop the refresh timer."""
+        self._stop.set()
 
-    def _refresh(self) -> None:
+    def refresh(self) -> None:
+        """Fetch the keys again, retrying with backoff; skipped while another refresh runs."""
+        if not self._refresh_lock.acquire(blocking=False):
+            return
+        try:
+            self._refresh_with_retries()
+        finally:
+            self._refresh_lock.release()
+
+    def _refresh_with_retries(self) -> None:
         backoff, waited, limit = self._retry_backoff_s, 0.0, self._retry_backoff_max_s
         while True:
             try:
                 keys = self._fetch()
             except JwksError as exc:
-                if waited >= limit:
+                if waited >= limit or self._stop.is_set():
                     self.refreshes += 1
                     log.warning(kv("jwks_refresh_failed", url=self.url, error=str(exc)))
                     return
                 delay = min(backoff, limit - waited)
-                time.sleep(delay)  # this thread's own wait, between attempts
+                self._stop.wait(delay)  # this refresh thread's own pause between attempts
                 waited += delay
                 backoff *= 2
                 continue
@@ -137,3 +151,13 @@ class JwksCache:
         if not keys:
             raise JwksError(f"the JWKS at {self.url} has no usable verification key")
         return keys
+
+
+def _tick(cache_ref: weakref.ref[JwksCache], stop: threading.Event, interval_s: float) -> None:
+    """Kafka's fixed-rate refresh: every ``interval_s`` while the cache is alive."""
+    while not stop.wait(interval_s):
+        cache = cache_ref()
+        if cache is None:
+            return
+        cache.refresh()
+        del cache  # hold it only while refreshing

@@ -47,12 +47,11 @@ class JwksTokenValidator:
         self._rules = rules
 
     def validate(self, token: str) -> ValidatedToken:
-        now = time.monotonic()
         try:
             # Claims are times since the epoch: they are read against the wall clock.
-            return validate(token, self._keys.keys(now), self._rules, time.time())
+            return validate(token, self._keys.keys(), self._rules, time.time())
         except MissingKeyError as missing:
-            self._keys.missing(missing.key_id, now)
+            self._keys.missing(missing.key_id, time.monotonic())
             raise
 
 

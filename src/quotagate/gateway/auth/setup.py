@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from quotagate.gateway.auth.authenticator import SecurityProtocol
 from quotagate.gateway.auth.jwks import JwksCache, JwksError
 from quotagate.gateway.auth.oauthbearer import JwksTokenValidator, TokenValidator
@@ -47,7 +45,7 @@ def token_validator(listener: ListenerConfig) -> TokenValidator:
         listener.oauthbearer_jwks_endpoint_url, listener.oauthbearer_jwks_endpoint_refresh_ms
     )
     try:
-        keys.load(time.monotonic())
+        keys.load()
     except JwksError as exc:
         raise ConfigError(f"listener {listener.name}: {exc}") from None
     return JwksTokenValidator(
