@@ -34,6 +34,10 @@ def test_keys_and_defaults() -> None:
     assert listener.oauthbearer_expected_audience == ("kafka", "quotas")
     assert listener.oauthbearer_expected_issuer == "https://idp.example.com"
     assert listener.oauthbearer_jwks_endpoint_refresh_ms == 3_600_000
+    assert (
+        listener.oauthbearer_jwks_endpoint_retry_backoff_ms,
+        listener.oauthbearer_jwks_endpoint_retry_backoff_max_ms,
+    ) == (100, 10_000)
     assert listener.oauthbearer_clock_skew_seconds == 30
     assert (listener.oauthbearer_sub_claim_name, listener.oauthbearer_scope_claim_name) == (
         "sub",

@@ -62,6 +62,8 @@ class ListenerConfig:
     """Kafka's ``sasl.oauthbearer.jwks.endpoint.url``: the keys OAUTHBEARER tokens are
     verified with (needed when OAUTHBEARER is enabled)."""
     oauthbearer_jwks_endpoint_refresh_ms: int = 3_600_000
+    oauthbearer_jwks_endpoint_retry_backoff_ms: int = 100
+    oauthbearer_jwks_endpoint_retry_backoff_max_ms: int = 10_000
     oauthbearer_expected_audience: tuple[str, ...] = ()
     oauthbearer_expected_issuer: str | None = None
     oauthbearer_clock_skew_seconds: int = 30
@@ -342,6 +344,14 @@ _LISTENER_KEYS: Final[dict[str, KeySpec]] = {
     "sasl.oauthbearer.jwks.endpoint.refresh.ms": (
         "oauthbearer_jwks_endpoint_refresh_ms",
         integer(1, INT64_MAX),
+    ),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": (
+        "oauthbearer_jwks_endpoint_retry_backoff_ms",
+        integer(0, INT64_MAX),
+    ),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": (
+        "oauthbearer_jwks_endpoint_retry_backoff_max_ms",
+        integer(0, INT64_MAX),
     ),
     "sasl.oauthbearer.expected.audience": ("oauthbearer_expected_audience", _strings),
     "sasl.oauthbearer.expected.issuer": ("oauthbearer_expected_issuer", _str),

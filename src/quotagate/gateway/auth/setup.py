@@ -42,7 +42,10 @@ def token_validator(listener: ListenerConfig) -> TokenValidator:
     cannot be read does not start (as Kafka's broker does not)."""
     assert listener.oauthbearer_jwks_endpoint_url is not None
     keys = JwksCache(
-        listener.oauthbearer_jwks_endpoint_url, listener.oauthbearer_jwks_endpoint_refresh_ms
+        listener.oauthbearer_jwks_endpoint_url,
+        listener.oauthbearer_jwks_endpoint_refresh_ms,
+        retry_backoff_ms=listener.oauthbearer_jwks_endpoint_retry_backoff_ms,
+        retry_backoff_max_ms=listener.oauthbearer_jwks_endpoint_retry_backoff_max_ms,
     )
     try:
         keys.load()
