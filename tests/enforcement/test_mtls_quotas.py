@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
 
 from quotagate.store.quotas import Change
 from support.certificates import CertificateAuthority, Issued, subject
@@ -180,3 +181,30 @@ def test_requested_without_a_certificate_is_anonymous(
         producer.flush(10)
         lines = [r.getMessage() for r in caplog.records if "tls_principal" in r.getMessage()]
         assert lines and all(line.endswith(f"principal={principal}") for line in lines), lines
+
+
+def test_kafka_python_is_named_by_its_certificate_too(
+    quota_tansu: Any,
+    start_quota_gateway: Any,
+    pki: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Python's ssl module on the client side, where librdkafka uses OpenSSL directly.
+    caplog.set_level(logging.INFO, logger="quotagate")
+    gateway = start_quota_gateway(
+        quota_tansu.bootstrap, security_protocol="SSL", listener=_listener(pki)
+    )
+    alice: Issued = pki["alice"]
+    producer = KafkaProducer(
+        bootstrap_servers=gateway.bootstrap,
+        security_protocol="SSL",
+        ssl_cafile=str(pki["ca"]),
+        ssl_certfile=str(alice.certificate),
+        ssl_keyfile=str(alice.key),
+    )
+    try:
+        producer.send(f"kp-{uuid.uuid4().hex[:6]}", b"x").get(timeout=30)
+    finally:
+        producer.close(10)
+    lines = [r.getMessage() for r in caplog.records if "tls_principal" in r.getMessage()]
+    assert lines and all(line.endswith("principal=User:alice") for line in lines), lines
