@@ -44,3 +44,11 @@ def test_replacements_java_throws_on(replacement: str, message: str) -> None:
 
 def test_named_back_reference_inside_the_pattern() -> None:
     assert compile_java("(?<x>a)\\k<x>").fullmatch("aa") is not None
+
+
+def test_dot_stops_at_every_java_line_terminator() -> None:
+    for terminator in "\n\r\u0085\u2028\u2029":
+        assert compile_java("^CN=(.*)$").fullmatch(f"CN=a{terminator}b") is None
+        assert compile_java("(?s)^CN=(.*)$").fullmatch(f"CN=a{terminator}b") is not None
+    assert compile_java("[.]").fullmatch(".") is not None  # a dot in a class stays a dot
+    assert compile_java("a\\.b").fullmatch("a.b") is not None

@@ -5,7 +5,8 @@ reads the common subset the same way; this module makes the rest explicit:
 
 * patterns compile with ``re.ASCII``, because Java's ``\\w``, ``\\d``, ``\\s``, ``\\b`` and
   case-insensitive matching are ASCII unless a flag says otherwise;
-* Java's named groups ``(?<name>...)`` and ``\\k<name>`` become Python's;
+* Java's named groups ``(?<name>...)`` and ``\\k<name>`` become Python's, and ``.`` excludes
+  all of Java's line terminators (``\\r``, U+0085, U+2028, U+2029 as well as ``\\n``);
 * constructs that Python would read differently, or that only one of the two knows
   (``\\p{..}``, ``\\Q..\\E``, class intersection ``&&``, nested classes, ``\\z``/``\\Z``,
   ``\\h``, ``\\v``, ``\\R``, ``\\G``, octal ``\\0``, ``(?P...)``, ...), are refused with a
@@ -42,6 +43,11 @@ _REFUSED_ESCAPES: Final = {
 }
 
 
+_JAVA_DOT: Final = "[^\n\r\u0085\u2028\u2029]"
+"""Java's '.': anything but its line terminators (Python's excludes only '\\n')."""
+_DOTALL: Final = re.compile(r"\(\?[a-zA-Z]*s")
+
+
 class JavaRegexError(ValueError):
     """A pattern or replacement Java would refuse, or that Python would read differently."""
 
@@ -60,8 +66,14 @@ def _translate(pattern: str) -> str:
     in_class = False
     index = 0
     length = len(pattern)
+    # With DOTALL set inline, '.' is any character in both languages.
+    dot = "." if _DOTALL.search(pattern) else _JAVA_DOT
     while index < length:
         char = pattern[index]
+        if char == "." and not in_class:
+            out.append(dot)
+            index += 1
+            continue
         if char == "\\":
             if index + 1 == length:
                 raise JavaRegexError(f"{pattern!r} ends with an unescaped backslash")
