@@ -3,7 +3,7 @@
 Kafka's rules are Java regular expressions and Java replacement strings. Python's ``re``
 reads the common subset the same way; this module makes the rest explicit:
 
-* patterns compile with ``re.ASCII``, because Java's ``\\w``, ``\\d``, ``\\s``, ``\\b`` and
+* patterns compile with ``re.ASCII``, because Java's ``\\w``, ``\\d``, ``\\s`` and
   case-insensitive matching are ASCII unless a flag says otherwise;
 * Java's named groups ``(?<name>...)`` and ``\\k<name>`` become Python's, and ``.`` excludes
   all of Java's line terminators (``\\r``, U+0085, U+2028, U+2029 as well as ``\\n``);
