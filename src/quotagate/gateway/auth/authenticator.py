@@ -16,7 +16,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-ANONYMOUS: Final = "User:ANONYMOUS"
+from quotagate.security.principal import ANONYMOUS
+
+__all__ = [
+    "ANONYMOUS",
+    "SASL_AUTHENTICATE",
+    "SASL_HANDSHAKE",
+    "SASL_MECHANISMS",
+    "SUPPORTED_SASL_MECHANISMS",
+    "AuthContext",
+    "AuthResult",
+    "Authenticator",
+    "AuthenticatorFactory",
+    "SecurityProtocol",
+]
 
 SASL_HANDSHAKE: Final = 17
 SASL_AUTHENTICATE: Final = 36

@@ -42,6 +42,7 @@ from quotagate.gateway.auth.scram import ScramServer
 from quotagate.protocol import codec
 from quotagate.protocol.bounds import LengthError, check_body
 from quotagate.protocol.framing import with_size_prefix
+from quotagate.security.principal import PrincipalBuilder
 from quotagate.store.scram import ScramKeys, ScramMechanism
 
 log = logging.getLogger(__name__)
@@ -212,7 +213,7 @@ class SaslAuthenticator:
         if not server.complete:
             return None
         self._state = _State.COMPLETE
-        principal = f"User:{server.username}"
+        principal = PrincipalBuilder.from_sasl(server.username)
         log.info(
             "SASL: %s authenticated as %s via %s on listener %s",
             f"{self._context.peer_host}:{self._context.peer_port}",
