@@ -16,10 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from quotagate.gateway.auth.authenticator import SASL_MECHANISMS, SecurityProtocol
+from quotagate.gateway.auth.authenticator import (
+    SASL_MECHANISMS,
+    SUPPORTED_SASL_MECHANISMS,
+    SecurityProtocol,
+)
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from quotagate.protocol.host_port import HostPort
 from quotagate.quota.connection_quotas import canonical_ip
+from quotagate.security.principal_mapping import DEFAULT_RULES, InvalidRuleError, PrincipalMapper
 from quotagate.store.backends import StoreSettings
 
 INT32_MAX: Final = 2_147_483_647
@@ -46,7 +51,24 @@ class ListenerConfig:
     broker_port_count: int = 1024
     ssl_certificate_location: str | None = None
     ssl_key_location: str | None = None
+    ssl_client_auth: str = "none"
+    """Kafka's ``ssl.client.auth``: none, requested or required client certificates."""
+    ssl_ca_location: str | None = None
+    """PEM CA certificates that client certificates must chain to (``ssl.client.auth``)."""
+    ssl_principal_mapping_rules: str = DEFAULT_RULES
+    """Kafka's ``ssl.principal.mapping.rules``: certificate subject DN -> user name."""
     sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS
+    oauthbearer_jwks_endpoint_url: str | None = None
+    """Kafka's ``sasl.oauthbearer.jwks.endpoint.url``: the keys OAUTHBEARER tokens are
+    verified with (needed when OAUTHBEARER is enabled)."""
+    oauthbearer_jwks_endpoint_refresh_ms: int = 3_600_000
+    oauthbearer_jwks_endpoint_retry_backoff_ms: int = 100
+    oauthbearer_jwks_endpoint_retry_backoff_max_ms: int = 10_000
+    oauthbearer_expected_audience: tuple[str, ...] = ()
+    oauthbearer_expected_issuer: str | None = None
+    oauthbearer_clock_skew_seconds: int = 30
+    oauthbearer_sub_claim_name: str = "sub"
+    oauthbearer_scope_claim_name: str = "scope"
     max_connections: int = INT32_MAX
     """Kafka's ``listener.name.<name>.max.connections``: the acceptor waits at this many."""
     max_connection_creation_rate: int = INT32_MAX
@@ -174,11 +196,44 @@ def _sasl_mechanisms(key: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not value:
         raise ConfigError(f'{key} must list at least one mechanism, e.g. {key} = ["SCRAM-SHA-512"]')
     for item in value:
-        if item not in SASL_MECHANISMS:
+        if item not in SUPPORTED_SASL_MECHANISMS:
             raise ConfigError(
-                f"{key}: {item!r} is not supported; choose from {', '.join(SASL_MECHANISMS)}"
+                f"{key}: {item!r} is not supported; choose from "
+                f"{', '.join(SUPPORTED_SASL_MECHANISMS)}"
             )
     return tuple(dict.fromkeys(value))
+
+
+def _url(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.startswith(("https://", "http://", "file:")):
+        raise ConfigError(
+            f"{key} = {value!r} must be an https://, http:// or file: URL, e.g. "
+            f'{key} = "https://idp.example.com/.well-known/jwks.json"'
+        )
+    return value
+
+
+def _strings(key: str, value: Any) -> tuple[str, ...]:
+    """Kafka's comma-separated list, or a TOML array of strings."""
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ConfigError(f'{key} = {value!r} must list strings, e.g. {key} = ["kafka"]')
+    return tuple(value)
+
+
+def _mapping_rules(key: str, value: Any) -> str:
+    """Kafka's ``ssl.principal.mapping.rules``, refused here as Kafka refuses it at start."""
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"{key} = {value!r} must be a string of comma-separated rules, e.g. "
+            f'{key} = "RULE:^CN=([^,]+),.*$/$1/L,DEFAULT"'
+        )
+    try:
+        PrincipalMapper.from_rules(value)
+    except InvalidRuleError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    return value
 
 
 def _per_ip_overrides(key: str, value: Any) -> tuple[tuple[str, int], ...]:
@@ -281,7 +336,28 @@ _LISTENER_KEYS: Final[dict[str, KeySpec]] = {
     "broker.port.count": ("broker_port_count", integer(1, 65535)),
     "ssl.certificate.location": ("ssl_certificate_location", _str),
     "ssl.key.location": ("ssl_key_location", _str),
+    "ssl.client.auth": ("ssl_client_auth", _choice("none", "requested", "required")),
+    "ssl.ca.location": ("ssl_ca_location", _str),
+    "ssl.principal.mapping.rules": ("ssl_principal_mapping_rules", _mapping_rules),
     "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", _sasl_mechanisms),
+    "sasl.oauthbearer.jwks.endpoint.url": ("oauthbearer_jwks_endpoint_url", _url),
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": (
+        "oauthbearer_jwks_endpoint_refresh_ms",
+        integer(1, INT64_MAX),
+    ),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": (
+        "oauthbearer_jwks_endpoint_retry_backoff_ms",
+        integer(0, INT64_MAX),
+    ),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": (
+        "oauthbearer_jwks_endpoint_retry_backoff_max_ms",
+        integer(0, INT64_MAX),
+    ),
+    "sasl.oauthbearer.expected.audience": ("oauthbearer_expected_audience", _strings),
+    "sasl.oauthbearer.expected.issuer": ("oauthbearer_expected_issuer", _str),
+    "sasl.oauthbearer.clock.skew.seconds": ("oauthbearer_clock_skew_seconds", integer(0)),
+    "sasl.oauthbearer.sub.claim.name": ("oauthbearer_sub_claim_name", _str),
+    "sasl.oauthbearer.scope.claim.name": ("oauthbearer_scope_claim_name", _str),
     "max.connections": ("max_connections", integer(1)),
     "max.connection.creation.rate": ("max_connection_creation_rate", integer(1)),
 }
@@ -426,6 +502,8 @@ def validate(config: GatewayConfig) -> GatewayConfig:
                 f"listener {listener.name} uses {listener.security_protocol}: set "
                 "ssl.certificate.location and ssl.key.location (PEM files)"
             )
+        _check_client_certificates(listener)
+        _check_oauthbearer(listener)
         last = listener.broker_port_start + listener.broker_port_count - 1
         if last > 65535:
             raise ConfigError(
@@ -438,6 +516,50 @@ def validate(config: GatewayConfig) -> GatewayConfig:
                 f"its broker port range {listener.broker_port_start}-{last}; move one of them"
             )
     return dataclasses.replace(config, listeners=listeners)
+
+
+def _check_client_certificates(listener: ListenerConfig) -> None:
+    """mTLS keys only where they act: client certificates on TLS listeners, mapping rules
+    where a certificate names the principal (on SASL_SSL the SASL principal wins, as in
+    Kafka, so rules there would never apply)."""
+    tls = listener.security_protocol in SecurityProtocol.TLS
+    if not tls and (listener.ssl_client_auth != "none" or listener.ssl_ca_location):
+        raise ConfigError(
+            f"listener {listener.name} uses {listener.security_protocol}: ssl.client.auth and "
+            'ssl.ca.location need security.protocol = "SSL" or "SASL_SSL"'
+        )
+    if listener.ssl_client_auth != "none" and not listener.ssl_ca_location:
+        raise ConfigError(
+            f'listener {listener.name}: ssl.client.auth = "{listener.ssl_client_auth}" '
+            "needs ssl.ca.location, the PEM file of the CA certificates client certificates "
+            "must chain to"
+        )
+    if listener.ssl_principal_mapping_rules != DEFAULT_RULES and (
+        listener.security_protocol != SecurityProtocol.SSL or listener.ssl_client_auth == "none"
+    ):
+        raise ConfigError(
+            f"listener {listener.name}: ssl.principal.mapping.rules apply to client "
+            'certificates on an SSL listener with ssl.client.auth = "requested" or '
+            '"required" (on SASL_SSL the SASL principal is used, as in Kafka)'
+        )
+
+
+def _check_oauthbearer(listener: ListenerConfig) -> None:
+    enabled = (
+        listener.security_protocol in SecurityProtocol.SASL
+        and "OAUTHBEARER" in listener.sasl_enabled_mechanisms
+    )
+    if enabled and not listener.oauthbearer_jwks_endpoint_url:
+        raise ConfigError(
+            f"listener {listener.name} enables OAUTHBEARER: set "
+            "sasl.oauthbearer.jwks.endpoint.url, the JWKS whose keys sign the tokens"
+        )
+    if listener.oauthbearer_jwks_endpoint_url and not enabled:
+        raise ConfigError(
+            f"listener {listener.name} has sasl.oauthbearer.jwks.endpoint.url but no "
+            "OAUTHBEARER: add it to sasl.enabled.mechanisms on a SASL listener, e.g. "
+            'sasl.enabled.mechanisms = ["OAUTHBEARER"]'
+        )
 
 
 def _with_listener_defaults(listener: ListenerConfig) -> ListenerConfig:

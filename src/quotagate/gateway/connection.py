@@ -33,6 +33,7 @@ from quotagate.gateway.auth.authenticator import (
     AuthResult,
     SecurityProtocol,
 )
+from quotagate.gateway.auth.mtls import peer_certificate
 from quotagate.gateway.config import ListenerConfig
 from quotagate.gateway.connection_limits import Slot
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
@@ -55,6 +56,7 @@ from quotagate.protocol.headers import (
     response_correlation_id,
 )
 from quotagate.protocol.host_port import HostPort
+from quotagate.security.principal import PrincipalBuilder, PrincipalError
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +92,13 @@ class ClientConnection(asyncio.Protocol):
         listener: ListenerConfig,
         pick: AddressPicker,
         slot: Slot | None = None,
+        principals: PrincipalBuilder | None = None,
     ) -> None:
-        """``slot``: this connection's place in the connection quotas, given back on close."""
+        """``slot``: this connection's place in the connection quotas, given back on close.
+        ``principals``: on an SSL listener that verifies client certificates, what turns
+        the client's certificate into its principal."""
         self._services = services
+        self._principals = principals
         self._slot = slot
         self._listener = listener
         self._pick = pick
@@ -162,11 +168,36 @@ class ClientConnection(asyncio.Protocol):
                     self.info.client_port,
                 )
             )
+        elif self._principals is not None:
+            if not self._certificate_principal(transport, self._principals):
+                return
         else:
             self.info.principal = ANONYMOUS
         log.debug(kv("connection_opened", id=self.info.connection_id, client=self._peer()))
         self._pause(_CONNECTING)
         self._connect_task = self._loop.create_task(self._connect_upstream())
+
+    def _certificate_principal(
+        self, transport: asyncio.BaseTransport, principals: PrincipalBuilder
+    ) -> bool:
+        """Name the connection after its client certificate; False when it was refused."""
+        try:
+            principal = principals.from_certificate(peer_certificate(transport))
+        except PrincipalError as exc:
+            # Kafka fails the connection's authentication when no rule maps the subject.
+            self.close(f"ssl principal: {exc}", logging.WARNING)
+            return False
+        self.info.principal = principal
+        log.info(
+            kv(
+                "tls_principal",
+                id=self.info.connection_id,
+                client=self._peer(),
+                listener=self._listener.name,
+                principal=principal,
+            )
+        )
+        return True
 
     async def _connect_upstream(self) -> None:
         config = self._services.config
