@@ -26,6 +26,7 @@ ReportLogFactory = Callable[[FleetSettings, str], ReportLog]
 def upstream_report_log(config: GatewayConfig) -> ReportLogFactory:
     """The usage topic on the upstream cluster the gateway fronts."""
     bootstrap = ",".join(str(address) for address in config.bootstrap_servers)
+    security = config.upstream_security.librdkafka_config()
 
     def open_log(settings: FleetSettings, member: str) -> ReportLog:
         return TopicLog(
@@ -38,6 +39,7 @@ def upstream_report_log(config: GatewayConfig) -> ReportLogFactory:
             },
             replication_factor=settings.replication_factor,
             client_id=f"quotagate-fleet-{member.replace('/', '-')}",
+            client_config=security,
         )
 
     return open_log

@@ -61,12 +61,16 @@ class TopicLog:
         topic_config: Mapping[str, str],
         replication_factor: int = -1,
         client_id: str = "quotagate",
+        client_config: Mapping[str, str] | None = None,
     ) -> None:
+        """``client_config``: extra librdkafka properties for every client of this log (the
+        upstream's security.protocol, ssl.*, sasl.*)."""
         self.topic = topic
         self._bootstrap = bootstrap_servers
         self._topic_config = dict(topic_config)
         self._replication_factor = replication_factor
         self._client_id = client_id
+        self._client_config = dict(client_config or {})
         self._producer: Any = None
         self._consumer: Any = None
         self._thread: threading.Thread | None = None
@@ -88,11 +92,7 @@ class TopicLog:
         """As :meth:`start`, blocking until caught up; ``on_record`` runs on the log's own
         thread (callers that are not on an event loop: the store)."""
         self._ensure_topic()
-        common = {
-            "bootstrap.servers": self._bootstrap,
-            "client.id": self._client_id,
-            "logger": _LIBRDKAFKA_LOG,
-        }
+        common = self._common_config()
         self._producer = Producer({**common, **_PRODUCER_TUNING})
         self._consumer = Consumer({**common, **_CONSUMER_TUNING, "group.id": self._client_id})
         start, end = self._bounds(from_timestamp_ms)
@@ -156,6 +156,14 @@ class TopicLog:
 
     # -- worker-thread side ----------------------------------------------------------------
 
+    def _common_config(self) -> dict[str, Any]:
+        return {
+            **self._client_config,
+            "bootstrap.servers": self._bootstrap,
+            "client.id": self._client_id,
+            "logger": _LIBRDKAFKA_LOG,
+        }
+
     def _check_reachable(self) -> None:
         """Fail in seconds, with the reason, when no bootstrap server answers at all
         (librdkafka would retry quietly until the 30 s timeout)."""
@@ -171,12 +179,7 @@ class TopicLog:
 
     def _ensure_topic(self) -> None:
         self._check_reachable()
-        admin_config: dict[str, Any] = {
-            "bootstrap.servers": self._bootstrap,
-            "client.id": self._client_id,
-            "logger": _LIBRDKAFKA_LOG,
-        }
-        admin = AdminClient(admin_config)
+        admin = AdminClient(self._common_config())
         new = NewTopic(
             self.topic,
             num_partitions=1,

@@ -17,6 +17,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from quotagate.gateway.auth.authenticator import SASL_MECHANISMS, SecurityProtocol
+from quotagate.gateway.upstream_security import (
+    PLAINTEXT_UPSTREAM,
+    SECURITY_KEYS,
+    UpstreamSecurity,
+    UpstreamSecurityError,
+    parse_upstream_security,
+)
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from quotagate.protocol.host_port import HostPort
 from quotagate.quota.connection_quotas import canonical_ip
@@ -27,6 +34,8 @@ INT64_MAX: Final = 9_223_372_036_854_775_807
 DEFAULT_QUEUED_MAX_REQUEST_BYTES: Final = 512 * 1024 * 1024
 UNBOUNDED_BYTES: Final = -1
 DEFAULT_LISTEN: Final = "127.0.0.1:9192"
+SASL_TERMINATE: Final = "terminate"
+SASL_PASSTHROUGH: Final = "passthrough"
 
 
 class ConfigError(ValueError):
@@ -47,6 +56,11 @@ class ListenerConfig:
     ssl_certificate_location: str | None = None
     ssl_key_location: str | None = None
     sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS
+    sasl_mode: str = SASL_TERMINATE
+    """``terminate``: the gateway verifies clients against its store; ``passthrough``: the
+    upstream does, over the client's own upstream connection (gateway/auth/inspection.py)."""
+    sasl_oauthbearer_sub_claim_name: str = "sub"
+    """The claim of a passed-through OAUTHBEARER token that names the principal."""
     max_connections: int = INT32_MAX
     """Kafka's ``listener.name.<name>.max.connections``: the acceptor waits at this many."""
     max_connection_creation_rate: int = INT32_MAX
@@ -65,6 +79,8 @@ class GatewayConfig:
     listeners: tuple[ListenerConfig, ...] = ()
     bootstrap_servers: tuple[HostPort, ...] = ()
     """Upstream cluster; empty means: start an embedded tansu broker."""
+    upstream_security: UpstreamSecurity = PLAINTEXT_UPSTREAM
+    """TLS and SASL of every connection the gateway opens to the upstream."""
     gateway_id: str = "quotagate"
     workers: int = 1
     """Worker processes sharing every port (SO_REUSEPORT) under one supervisor."""
@@ -265,6 +281,9 @@ _GATEWAY_KEYS: Final[dict[str, KeySpec]] = {
 _UPSTREAM_KEYS: Final[dict[str, KeySpec]] = {
     "bootstrap.servers": ("bootstrap_servers", _host_ports),
 }
+# Only for "did you mean" and the list of known keys: the values are parsed by
+# upstream_security, never here.
+_SECURITY_HINTS: Final[dict[str, KeySpec]] = {key: ("", _str) for key in SECURITY_KEYS}
 _METRICS_KEYS: Final[dict[str, KeySpec]] = {
     "listen": ("metrics_listen", parse_host_port),
 }
@@ -282,6 +301,8 @@ _LISTENER_KEYS: Final[dict[str, KeySpec]] = {
     "ssl.certificate.location": ("ssl_certificate_location", _str),
     "ssl.key.location": ("ssl_key_location", _str),
     "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", _sasl_mechanisms),
+    "sasl.mode": ("sasl_mode", _choice(SASL_TERMINATE, SASL_PASSTHROUGH)),
+    "sasl.oauthbearer.sub.claim.name": ("sasl_oauthbearer_sub_claim_name", _str),
     "max.connections": ("max_connections", integer(1)),
     "max.connection.creation.rate": ("max_connection_creation_rate", integer(1)),
 }
@@ -330,14 +351,24 @@ def parse_config(document: Mapping[str, Any]) -> GatewayConfig:
                 f"known sections: {', '.join(known)}"
             )
     values: dict[str, Any] = {}
+    upstream = document.get("upstream", {})
+    if isinstance(upstream, dict):
+        # Security keys go to their own parser; bootstrap.servers (and typos) stay here.
+        flat = _flatten(upstream)
+        security = {k: v for k, v in flat.items() if k in SECURITY_KEYS}
+        upstream = {k: v for k, v in flat.items() if k not in SECURITY_KEYS}
+        try:
+            values["upstream_security"] = parse_upstream_security(security)
+        except UpstreamSecurityError as exc:
+            raise ConfigError(f"[upstream] {exc}") from None
     for section, keys in (
         ("gateway", _GATEWAY_KEYS),
-        ("upstream", _UPSTREAM_KEYS),
         ("metrics", _METRICS_KEYS),
         ("log", _LOG_KEYS),
         ("store", _STORE_KEYS),
     ):
         values.update(parse_section(section, document.get(section, {}), keys))
+    values.update(parse_section("upstream", upstream, {**_UPSTREAM_KEYS, **_SECURITY_HINTS}))
     listeners = document.get("listeners", [])
     if not isinstance(listeners, list):
         raise ConfigError("listeners must be an array of tables: write [[listeners]] blocks")
@@ -374,6 +405,7 @@ def store_settings(config: GatewayConfig) -> StoreSettings:
         topic=config.store_topic or f"_quotagate.{fleet_id}.config",
         replication_factor=config.store_replication_factor,
         bootstrap=",".join(str(address) for address in config.bootstrap_servers),
+        client_config=config.upstream_security.librdkafka_config(),
     )
 
 
@@ -425,6 +457,15 @@ def validate(config: GatewayConfig) -> GatewayConfig:
             raise ConfigError(
                 f"listener {listener.name} uses {listener.security_protocol}: set "
                 "ssl.certificate.location and ssl.key.location (PEM files)"
+            )
+        if (
+            listener.sasl_mode == SASL_PASSTHROUGH
+            and listener.security_protocol not in SecurityProtocol.SASL
+        ):
+            raise ConfigError(
+                f'listener {listener.name}: sasl.mode = "passthrough" needs a SASL listener, but '
+                f"security.protocol = {listener.security_protocol!r}; set security.protocol = "
+                '"SASL_PLAINTEXT" or "SASL_SSL", or remove sasl.mode'
             )
         last = listener.broker_port_start + listener.broker_port_count - 1
         if last > 65535:

@@ -33,8 +33,9 @@ from quotagate.gateway.auth.authenticator import (
     AuthResult,
     SecurityProtocol,
 )
-from quotagate.gateway.config import ListenerConfig
+from quotagate.gateway.config import SASL_PASSTHROUGH, ListenerConfig
 from quotagate.gateway.connection_limits import Slot
+from quotagate.gateway.control import connect_error_text, is_security_failure
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.upstream import (
@@ -44,7 +45,7 @@ from quotagate.gateway.upstream import (
     open_upstream,
     relay_buffer_limits,
 )
-from quotagate.logs import error_text, kv
+from quotagate.logs import kv
 from quotagate.protocol import api_keys, codec
 from quotagate.protocol.errors import ProtocolError
 from quotagate.protocol.framing import FrameReader
@@ -121,6 +122,11 @@ class ClientConnection(asyncio.Protocol):
         self._mute_handle: asyncio.TimerHandle | None = None
         self._connect_task: asyncio.Task[None] | None = None
         self._authenticator: Authenticator | None = None
+        security = config.upstream_security
+        # A passthrough listener's clients authenticate to the upstream themselves.
+        self._upstream_security = (
+            security.without_sasl() if listener.sasl_mode == SASL_PASSTHROUGH else security
+        )
         self._registered = False
         self._closed = False
         self._draining = False
@@ -178,6 +184,7 @@ class ClientConnection(asyncio.Protocol):
                 config.socket_connection_setup_timeout_ms / 1000,
                 config.upstream_connect_timeout_ms / 1000,
                 self._connect_failed,
+                self._upstream_security,
             )
         except UpstreamUnavailableError as exc:
             self.close(f"upstream unavailable: {exc}", logging.WARNING)
@@ -193,14 +200,16 @@ class ClientConnection(asyncio.Protocol):
         self, address: HostPort, attempt: int, delay_s: float, exc: BaseException
     ) -> None:
         self._services.metrics.upstream_connect_failures.inc()
-        log.info(
+        log.log(
+            logging.WARNING if is_security_failure(exc) else logging.INFO,
             kv(
                 "upstream_connect_failed",
                 upstream=address,
+                security=self._upstream_security.describe(),
                 attempt=attempt,
                 retry_in_ms=round(delay_s * 1000),
-                error=error_text(exc),
-            )
+                error=connect_error_text(exc),
+            ),
         )
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -120,11 +120,28 @@ class Gateway:
             for plugin in reversed(started_plugins):
                 await plugin.close()
             raise
+        unused = self.config.upstream_security.unused_keys
+        if unused:
+            log.warning(
+                kv(
+                    "upstream_keys_unused",
+                    keys=",".join(unused),
+                    security_protocol=self.config.upstream_security.security_protocol,
+                    hint="the gateway's own connections authenticate only with SASL_PLAINTEXT "
+                    "or SASL_SSL",
+                )
+            )
         sinks = [listener.map_broker for listener in self.listeners.values()]
         loop = asyncio.get_running_loop()
         self._tasks.append(
             loop.create_task(
-                discover(self.config.bootstrap_servers, self.services.health, self.chain, sinks)
+                discover(
+                    self.config.bootstrap_servers,
+                    self.services.health,
+                    self.chain,
+                    sinks,
+                    self.config.upstream_security,
+                )
             )
         )
         self._tasks.append(loop.create_task(self._sweep()))
