@@ -49,14 +49,21 @@ class ControlChannel(asyncio.Protocol):
     ) -> ControlChannel:
         loop = asyncio.get_running_loop()
         if security.uses_tls:
-            _, channel = await loop.create_connection(
-                cls,
-                address.host,
-                address.port,
-                ssl=client_ssl_context(security),
-                server_hostname=address.host,
-                ssl_handshake_timeout=timeout_s,
-            )
+            try:
+                _, channel = await loop.create_connection(
+                    cls,
+                    address.host,
+                    address.port,
+                    ssl=client_ssl_context(security),
+                    server_hostname=address.host,
+                    ssl_handshake_timeout=timeout_s,
+                )
+            except (ConnectionResetError, ConnectionAbortedError, BrokenPipeError) as exc:
+                # The TCP connection was made and dropped mid-handshake: a peer that does not
+                # speak TLS (or refuses ours), never a reason to try without it.
+                raise UpstreamTlsError(
+                    f"the upstream closed the connection during the TLS handshake ({exc!r})"
+                ) from exc
         else:
             _, channel = await loop.create_connection(cls, address.host, address.port)
         if security.uses_sasl:
@@ -115,9 +122,15 @@ class ControlChannel(asyncio.Protocol):
             self._transport.close()
 
 
+class UpstreamTlsError(ConnectionError):
+    """The TLS handshake with the upstream did not complete."""
+
+
 def is_security_failure(exc: BaseException) -> bool:
     """A TLS or SASL refusal: waiting will not fix it, a person must."""
-    return isinstance(exc, (ssl.SSLError, ssl.CertificateError, UpstreamAuthenticationError))
+    return isinstance(
+        exc, (ssl.SSLError, ssl.CertificateError, UpstreamTlsError, UpstreamAuthenticationError)
+    )
 
 
 def connect_error_text(exc: BaseException) -> str:
@@ -128,7 +141,7 @@ def connect_error_text(exc: BaseException) -> str:
             f"TLS: {text}; the upstream's certificate is not trusted or does not name the host "
             "(check [upstream] ssl.ca.location and ssl.endpoint.identification.algorithm)"
         )
-    if isinstance(exc, ssl.SSLError):
+    if isinstance(exc, (ssl.SSLError, UpstreamTlsError)):
         return f"TLS: {text}; does the upstream speak TLS on this port? (security.protocol)"
     if isinstance(exc, UpstreamAuthenticationError):
         return f"SASL: {text}"

@@ -1,0 +1,265 @@
+"""A TLS upstream: haproxy (``bind … ssl crt …``, certificates made here) in front of tansu,
+which advertises haproxy's address. Real clients produce and consume through the gateway; a
+wrong CA or host name is a clear error, and nothing reaches the upstream in plaintext."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as AioTopicPartition
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KpTopicPartition
+
+from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
+from support.certificates import CertificateAuthority, Leaf
+from support.tls_proxy import TlsProxy
+
+pytestmark = pytest.mark.integration
+
+
+class TlsUpstream:
+    def __init__(self, directory: Path) -> None:
+        self.ca = CertificateAuthority(directory)
+        # Named "localhost" only: reaching it as 127.0.0.1 is a host-name mismatch.
+        self.leaf: Leaf = self.ca.issue("localhost", dns=("localhost",))
+        self.other_ca = CertificateAuthority(directory, "someone else's CA")
+        port = free_port()
+        self.tansu = TansuBroker(log_file=directory / "tansu.log", advertised=f"localhost:{port}")
+        self.proxy = TlsProxy(directory, self.leaf.combined, self.tansu.bootstrap, port)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"localhost:{self.proxy.port}"
+
+    def security(self, ca: Path | None = None, **extra: str) -> UpstreamSecurity:
+        return parse_upstream_security(
+            {"security.protocol": "SSL", "ssl.ca.location": str(ca or self.ca.certificate), **extra}
+        )
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsUpstream]:
+    tls = TlsUpstream(tmp_path_factory.mktemp("tls-upstream"))
+    tls.tansu.start()
+    try:
+        with tls.proxy:
+            yield tls
+    finally:
+        tls.tansu.stop()
+
+
+@pytest.fixture(scope="module")
+def tls_gateway(
+    upstream: TlsUpstream, start_module_gateway: Callable[..., BackgroundGateway]
+) -> BackgroundGateway:
+    return start_module_gateway(upstream.bootstrap, upstream_security=upstream.security())
+
+
+def create_topic(bootstrap: str) -> str:
+    topic = f"tls-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    return topic
+
+
+VALUES = [f"over-tls-{i}".encode() for i in range(50)]
+
+
+def confluent_round_trip(bootstrap: str, topic: str, wait_for: Any) -> list[bytes]:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for value in VALUES:
+        producer.produce(topic, value=value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}"})
+    consumer.assign([CkTopicPartition(topic, 0, 0)])
+    received: list[bytes] = []
+
+    def drained() -> bool:
+        for message in consumer.consume(100, 1.0):
+            assert message.error() is None, message.error()
+            received.append(message.value())
+        return len(received) >= len(VALUES)
+
+    wait_for(drained, 30, "every message back")
+    consumer.close()
+    return received
+
+
+def kafka_python_round_trip(bootstrap: str, topic: str, wait_for: Any) -> list[bytes]:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    for future in [producer.send(topic, value) for value in VALUES]:
+        future.get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=10_000)
+    consumer.assign([KpTopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    received = []
+    for record in consumer:
+        received.append(record.value)
+        if len(received) == len(VALUES):
+            break
+    consumer.close()
+    return received
+
+
+def aiokafka_round_trip(bootstrap: str, topic: str, wait_for: Any) -> list[bytes]:
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        await producer.start()
+        try:
+            for value in VALUES:
+                await producer.send_and_wait(topic, value)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+        await consumer.start()
+        received: list[bytes] = []
+        try:
+            consumer.assign([AioTopicPartition(topic, 0)])
+            await consumer.seek_to_beginning()
+            while len(received) < len(VALUES):
+                batches = await consumer.getmany(timeout_ms=1000)
+                received += [r.value for records in batches.values() for r in records if r.value]
+        finally:
+            await consumer.stop()
+        return received
+
+    return asyncio.run(asyncio.wait_for(run(), 60))
+
+
+CLIENTS: dict[str, Callable[[str, str, Any], list[bytes]]] = {
+    "confluent-kafka": confluent_round_trip,
+    "kafka-python": kafka_python_round_trip,
+    "aiokafka": aiokafka_round_trip,
+}
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_clients_produce_and_consume_through_a_tls_upstream(
+    tls_gateway: BackgroundGateway, wait_for: Any, client: str
+) -> None:
+    bootstrap = str(tls_gateway.bootstrap)
+    topic = create_topic(bootstrap)
+    assert sorted(CLIENTS[client](bootstrap, topic, wait_for)) == sorted(VALUES)
+
+
+def _security_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING
+        and "upstream_" in r.getMessage()
+        and "TLS" in r.getMessage()
+    ]
+
+
+def test_an_unknown_ca_is_a_clear_error(
+    upstream: TlsUpstream,
+    start_gateway: Callable[..., BackgroundGateway],
+    caplog: pytest.LogCaptureFixture,
+    wait_for: Any,
+) -> None:
+    caplog.set_level(logging.INFO, logger="quotagate")
+    gateway = start_gateway(
+        upstream.bootstrap,
+        upstream_security=upstream.security(upstream.other_ca.certificate),
+        reconnect_backoff_ms=50,
+        reconnect_backoff_max_ms=200,
+    )
+    producer = Producer({"bootstrap.servers": str(gateway.bootstrap), "message.timeout.ms": 3000})
+    outcome: list[Any] = []
+    producer.produce("never", value=b"x", on_delivery=lambda err, _msg: outcome.append(err))
+    producer.flush(10)
+    assert outcome and outcome[0] is not None  # not delivered
+    wait_for(lambda: len(_security_errors(caplog)) >= 2, 20, "TLS errors, one per attempt")
+    for line in _security_errors(caplog):
+        assert "certificate verify failed" in line and "ssl.ca.location" in line, line
+
+
+def test_a_wrong_host_name_is_a_clear_error(
+    upstream: TlsUpstream,
+    start_gateway: Callable[..., BackgroundGateway],
+    caplog: pytest.LogCaptureFixture,
+    wait_for: Any,
+) -> None:
+    caplog.set_level(logging.INFO, logger="quotagate")
+    # The certificate names localhost; the gateway reaches the same proxy as 127.0.0.1.
+    start_gateway(upstream.proxy.address, upstream_security=upstream.security())
+    wait_for(lambda: _security_errors(caplog), 20, "a TLS error")
+    line = _security_errors(caplog)[0]
+    assert "mismatch" in line and "ssl.endpoint.identification.algorithm" in line, line
+
+
+def test_turning_host_name_checks_off_reaches_it_by_address(
+    upstream: TlsUpstream, start_gateway: Callable[..., BackgroundGateway], wait_for: Any
+) -> None:
+    gateway = start_gateway(
+        upstream.proxy.address,
+        upstream_security=upstream.security(**{"ssl.endpoint.identification.algorithm": ""}),
+    )
+    bootstrap = str(gateway.bootstrap)
+    assert sorted(confluent_round_trip(bootstrap, create_topic(bootstrap), wait_for)) == sorted(
+        VALUES
+    )
+
+
+def test_nothing_is_sent_in_plaintext(
+    upstream: TlsUpstream,
+    start_gateway: Callable[..., BackgroundGateway],
+    caplog: pytest.LogCaptureFixture,
+    wait_for: Any,
+) -> None:
+    """A plaintext listener where the TLS one should be: it only ever sees TLS handshakes."""
+    caplog.set_level(logging.INFO, logger="quotagate")
+    listener = socket.create_server((LOOPBACK, 0))
+    port = listener.getsockname()[1]
+    received: list[bytes] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            connection.settimeout(2)
+            data = b""
+            try:
+                while chunk := connection.recv(65536):
+                    data += chunk
+                    if len(data) > 5:
+                        break
+            except TimeoutError:
+                pass
+            received.append(data)
+            connection.close()  # no TLS answer: the handshake fails
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        start_gateway(f"localhost:{port}", upstream_security=upstream.security())
+        wait_for(lambda: len(received) >= 2, 20, "two connection attempts")
+        wait_for(lambda: any("TLS" in r.getMessage() for r in caplog.records), 20, "a TLS error")
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+    for data in received:
+        assert data[:1] == b"\x16", data[:16]  # a TLS handshake record, every time
+        assert b"quotagate" not in data  # no Kafka request header (client id) in the clear

@@ -1,0 +1,97 @@
+"""Debian's haproxy terminating TLS in front of a plaintext broker (tansu speaks no TLS).
+
+``bind … ssl crt …`` with a certificate the test made; tansu must advertise the proxy's address
+so that clients following metadata stay on TLS.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+from quotagate.gateway.embedded import LOOPBACK, free_port
+
+
+def haproxy_binary() -> str:
+    path = shutil.which("haproxy") or (
+        "/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None
+    )
+    if path is None:
+        raise RuntimeError("haproxy is not installed: `make tools` (Debian's haproxy) installs it")
+    return path
+
+
+class TlsProxy:
+    """haproxy on ``port`` (TLS, ``certificate``: certificate and key in one PEM) → ``backend``."""
+
+    def __init__(
+        self, directory: Path, certificate: Path, backend: str, port: int | None = None
+    ) -> None:
+        self.port = port if port is not None else free_port()
+        self._config = directory / f"haproxy-{self.port}.cfg"
+        self._log = directory / f"haproxy-{self.port}.log"
+        self._config.write_text(
+            "global\n"
+            "  maxconn 512\n"
+            "defaults\n"
+            "  mode tcp\n"
+            "  timeout connect 5s\n"
+            "  timeout client 120s\n"
+            "  timeout server 120s\n"
+            "frontend tls\n"
+            f"  bind {LOOPBACK}:{self.port} ssl crt {certificate}\n"
+            "  default_backend broker\n"
+            "backend broker\n"
+            f"  server broker {backend}\n"
+        )
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{LOOPBACK}:{self.port}"
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        with open(self._log, "ab") as log:
+            self._process = subprocess.Popen(
+                [haproxy_binary(), "-db", "-f", str(self._config)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"haproxy exited: {self._log.read_text()[-2000:]}")
+            try:
+                with socket.create_connection((LOOPBACK, self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("haproxy did not accept connections in time")
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def __enter__(self) -> TlsProxy:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
