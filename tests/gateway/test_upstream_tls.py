@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
+from quotagate.fleet.topic_log import TopicLog
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
 from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
@@ -263,3 +264,20 @@ def test_nothing_is_sent_in_plaintext(
     for data in received:
         assert data[:1] == b"\x16", data[:16]  # a TLS handshake record, every time
         assert b"quotagate" not in data  # no Kafka request header (client id) in the clear
+
+
+def test_the_fleet_topics_run_over_the_tls_upstream(upstream: TlsUpstream) -> None:
+    """The store's and usage exchange's librdkafka clients get the same spec, translated."""
+    topic = f"_quotagate.tls-{uuid.uuid4().hex[:8]}.config"
+    config = upstream.security().librdkafka_config()
+    writer = TopicLog(upstream.bootstrap, topic, topic_config={}, client_config=config)
+    writer.start_in_thread(lambda key, value: None)
+    try:
+        writer.append_and_wait(b"k", b"over tls")
+    finally:
+        writer.close_in_thread()
+    seen: list[tuple[bytes | None, bytes | None]] = []
+    reader = TopicLog(upstream.bootstrap, topic, topic_config={}, client_config=config)
+    reader.start_in_thread(lambda key, value: seen.append((key, value)))
+    reader.close_in_thread()
+    assert seen == [(b"k", b"over tls")]
