@@ -74,7 +74,7 @@ def test_the_final_checks_config_is_accepted(
     assert "p@ss" not in repr(parsed) and "p@ss" not in repr(store_settings(parsed))
 
 
-def test_ssl_with_sasl_keys_is_accepted_and_names_them_unused(ca: CertificateAuthority) -> None:
+def test_ssl_with_sasl_keys_authenticates_over_tls_and_says_so(ca: CertificateAuthority) -> None:
     spec = config(
         {
             "security.protocol": "SSL",
@@ -84,8 +84,13 @@ def test_ssl_with_sasl_keys_is_accepted_and_names_them_unused(ca: CertificateAut
             "sasl.password": "x",
         }
     ).upstream_security
-    assert spec.unused_keys == ("sasl.mechanism", "sasl.username", "sasl.password")
-    assert "sasl.password" not in spec.librdkafka_config()
+    assert spec.security_protocol == "SASL_SSL"
+    assert 'write security.protocol = "SASL_SSL"' in spec.warnings[0]
+    assert spec.librdkafka_config()["security.protocol"] == "SASL_SSL"
+    assert spec.librdkafka_config()["sasl.password"] == "x"
+    assert spec.without_sasl().security_protocol == "SSL"
+    lone = config({"sasl.username": "gateway"}).upstream_security
+    assert lone.security_protocol == "PLAINTEXT" and "not used" in lone.warnings[0]
 
 
 def test_host_name_check_can_be_turned_off(ca: CertificateAuthority) -> None:

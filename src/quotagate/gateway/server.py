@@ -120,17 +120,8 @@ class Gateway:
             for plugin in reversed(started_plugins):
                 await plugin.close()
             raise
-        unused = self.config.upstream_security.unused_keys
-        if unused:
-            log.warning(
-                kv(
-                    "upstream_keys_unused",
-                    keys=",".join(unused),
-                    security_protocol=self.config.upstream_security.security_protocol,
-                    hint="the gateway's own connections authenticate only with SASL_PLAINTEXT "
-                    "or SASL_SSL",
-                )
-            )
+        for warning in self.config.upstream_security.warnings:
+            log.warning(kv("upstream_config", note=warning))
         sinks = [listener.map_broker for listener in self.listeners.values()]
         loop = asyncio.get_running_loop()
         self._tasks.append(

@@ -59,8 +59,8 @@ class UpstreamSecurity:
     sasl_username: str | None = None
     sasl_password: Secret | None = None
     oauth: OAuthClientCredentials | None = None
-    unused_keys: tuple[str, ...] = ()
-    """Keys that were set but that ``security.protocol`` does not use (warned at start)."""
+    warnings: tuple[str, ...] = ()
+    """What the config said that the gateway read in its own way (logged at start)."""
 
     @property
     def uses_tls(self) -> bool:
@@ -189,6 +189,17 @@ def parse_upstream_security(values: Mapping[str, Any]) -> UpstreamSecurity:
             f"{', '.join(SecurityProtocol.ALL)}{hint}"
         )
     tls, sasl = protocol in SecurityProtocol.TLS, protocol in SecurityProtocol.SASL
+    warnings: list[str] = []
+    if not sasl and "sasl.mechanism" in raw:
+        # sasl.mechanism with its credentials is read as "authenticate": a Kafka client would
+        # ignore them and the upstream would then refuse the gateway, which helps nobody.
+        implied = SecurityProtocol.SASL_SSL if tls else SecurityProtocol.SASL_PLAINTEXT
+        warnings.append(
+            f"sasl.mechanism is set with security.protocol = {protocol!r}: the gateway "
+            f'authenticates as with {implied!r}; write security.protocol = "{implied}" to say so, '
+            "or remove the sasl.* keys"
+        )
+        protocol, sasl = implied, True
     if not tls:
         stray = [key for key in _SSL_KEYS if key in raw]
         if stray:
@@ -197,6 +208,11 @@ def parse_upstream_security(values: Mapping[str, Any]) -> UpstreamSecurity:
                 'set security.protocol = "SSL" (or "SASL_SSL"), or remove them'
             )
     unused = () if sasl else tuple(key for key in (*_SASL_KEYS, *_OAUTH_KEYS) if key in raw)
+    if unused:
+        warnings.append(
+            f"{', '.join(unused)} set without sasl.mechanism: not used; set sasl.mechanism (and "
+            'security.protocol = "SASL_SSL" or "SASL_PLAINTEXT") or remove them'
+        )
     spec = UpstreamSecurity(
         security_protocol=protocol,
         ssl_ca_location=_path(raw, "ssl.ca.location"),
@@ -204,7 +220,7 @@ def parse_upstream_security(values: Mapping[str, Any]) -> UpstreamSecurity:
         ssl_certificate_location=_path(raw, "ssl.certificate.location"),
         ssl_key_location=_path(raw, "ssl.key.location"),
         ssl_key_password=_secret(raw, "ssl.key.password"),
-        unused_keys=unused,
+        warnings=tuple(warnings),
     )
     if tls:
         _check_tls_material(spec)
