@@ -8,6 +8,7 @@ message (never a credential).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any, Protocol
 
@@ -52,7 +53,7 @@ async def authenticate(channel: RequestChannel, spec: UpstreamSecurity, timeout_
     handshake = await channel.request(SaslHandshakeRequest(mechanism=mechanism), timeout_s)
     if int(handshake.error_code) != 0:
         raise UpstreamAuthenticationError(
-            f"upstream refused SASL mechanism {mechanism} (error {int(handshake.error_code)}); "
+            f"the broker refused SASL mechanism {mechanism} (error {int(handshake.error_code)}); "
             f"it offers {', '.join(handshake.mechanisms) or 'none'}: set [upstream] "
             "sasl.mechanism to one of those"
         )
@@ -61,7 +62,7 @@ async def authenticate(channel: RequestChannel, spec: UpstreamSecurity, timeout_
         response = await channel.request(SaslAuthenticateRequest(auth_bytes=token), timeout_s)
         if int(response.error_code) != 0:
             raise UpstreamAuthenticationError(
-                f"upstream refused the gateway's {mechanism} credentials: "
+                f"the broker refused the {mechanism} credentials: "
                 f"{response.error_message or f'error {int(response.error_code)}'}"
             )
         return bytes(response.auth_bytes)
@@ -73,8 +74,10 @@ async def authenticate(channel: RequestChannel, spec: UpstreamSecurity, timeout_
         reply = await round_trip(client_initial_response(await token_source(spec).token()))
         if reply:
             # RFC 7628 §3.2.2: an error challenge; the client answers \x01 and the server fails.
-            await round_trip(b"\x01")
-            raise UpstreamAuthenticationError(f"upstream refused the OAUTHBEARER token: {reply!r}")
+            detail = reply.decode("utf-8", "replace")
+            with contextlib.suppress(UpstreamAuthenticationError):
+                await round_trip(b"\x01")
+            raise UpstreamAuthenticationError(f"the broker refused the OAUTHBEARER token: {detail}")
     else:
         assert spec.sasl_username is not None and spec.sasl_password is not None
         client = ScramClient(
@@ -88,4 +91,4 @@ async def authenticate(channel: RequestChannel, spec: UpstreamSecurity, timeout_
             server_final = await round_trip(client.final(server_first))
             client.verify(server_final)
         except SaslError as exc:
-            raise UpstreamAuthenticationError(f"{mechanism} with the upstream: {exc}") from None
+            raise UpstreamAuthenticationError(f"{mechanism} with the broker: {exc}") from None
