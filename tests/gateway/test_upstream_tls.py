@@ -10,7 +10,6 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,32 +23,10 @@ from kafka import TopicPartition as KpTopicPartition
 
 from quotagate.fleet.topic_log import TopicLog
 from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
-from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
-from support.certificates import CertificateAuthority, Leaf
-from support.tls_proxy import TlsProxy
+from quotagate.gateway.embedded import LOOPBACK
+from support.tls_proxy import TlsUpstream
 
 pytestmark = pytest.mark.integration
-
-
-class TlsUpstream:
-    def __init__(self, directory: Path) -> None:
-        self.ca = CertificateAuthority(directory)
-        # Named "localhost" only: reaching it as 127.0.0.1 is a host-name mismatch.
-        self.leaf: Leaf = self.ca.issue("localhost", dns=("localhost",))
-        self.other_ca = CertificateAuthority(directory, "someone else's CA")
-        port = free_port()
-        self.tansu = TansuBroker(log_file=directory / "tansu.log", advertised=f"localhost:{port}")
-        self.proxy = TlsProxy(directory, self.leaf.combined, self.tansu.bootstrap, port)
-
-    @property
-    def bootstrap(self) -> str:
-        return f"localhost:{self.proxy.port}"
-
-    def security(self, ca: Path | None = None, **extra: str) -> UpstreamSecurity:
-        return parse_upstream_security(
-            {"security.protocol": "SSL", "ssl.ca.location": str(ca or self.ca.certificate), **extra}
-        )
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from quotagate.gateway.embedded import LOOPBACK, free_port
+from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
+from support.certificates import CertificateAuthority, Leaf
 
 
 def haproxy_binary() -> str:
@@ -95,3 +97,23 @@ class TlsProxy:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class TlsUpstream:
+    def __init__(self, directory: Path) -> None:
+        self.ca = CertificateAuthority(directory)
+        # Named "localhost" only: reaching it as 127.0.0.1 is a host-name mismatch.
+        self.leaf: Leaf = self.ca.issue("localhost", dns=("localhost",))
+        self.other_ca = CertificateAuthority(directory, "someone else's CA")
+        port = free_port()
+        self.tansu = TansuBroker(log_file=directory / "tansu.log", advertised=f"localhost:{port}")
+        self.proxy = TlsProxy(directory, self.leaf.combined, self.tansu.bootstrap, port)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"localhost:{self.proxy.port}"
+
+    def security(self, ca: Path | None = None, **extra: str) -> UpstreamSecurity:
+        return parse_upstream_security(
+            {"security.protocol": "SSL", "ssl.ca.location": str(ca or self.ca.certificate), **extra}
+        )
