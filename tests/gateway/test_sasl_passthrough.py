@@ -11,7 +11,9 @@ on ``User:alice`` holds alice while bob runs free.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import shutil
 import subprocess
 import time
@@ -370,3 +372,32 @@ def test_kcat(passthrough: BackgroundGateway, mechanism: str) -> None:
     )
     assert consumed.returncode == 0, consumed.stderr
     assert sorted(consumed.stdout.split()) == sorted(v.decode() for v in VALUES)
+
+
+KAFKAJS = Path(__file__).parents[1] / "clients" / "kafkajs"
+
+
+@pytest.mark.parametrize("mechanism", ["plain", "scram-sha-256", "scram-sha-512"])
+def test_kafkajs(passthrough: BackgroundGateway, mechanism: str) -> None:
+    node = shutil.which("node")
+    assert node, "Node.js is not installed: `make tools`"
+    assert (KAFKAJS / "node_modules" / "kafkajs").is_dir(), "KafkaJS is not installed: `make test`"
+    topic = f"pt-kafkajs-{uuid.uuid4().hex[:8]}"
+    sasl = {"mechanism": mechanism, "username": "bob", "password": PASSWORDS["bob"]}
+    script = [node, str(KAFKAJS / "matrix.js"), "round-trip"]
+    done = subprocess.run(
+        [*script, str(passthrough.bootstrap), topic, "50", f"group-{topic}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "KAFKAJS_SASL": json.dumps(sasl)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "created": True,
+        "produced": 50,
+        "consumed": 50,
+        "exactlyOnce": True,
+        "deleted": True,
+    }

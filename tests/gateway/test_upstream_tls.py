@@ -5,11 +5,15 @@ wrong CA or host name is a clear error, and nothing reaches the upstream in plai
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import shutil
 import socket
+import subprocess
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -258,3 +262,21 @@ def test_the_fleet_topics_run_over_the_tls_upstream(upstream: TlsUpstream) -> No
     reader.start_in_thread(lambda key, value: seen.append((key, value)))
     reader.close_in_thread()
     assert seen == [(b"k", b"over tls")]
+
+
+def test_kafkajs_through_a_tls_upstream(tls_gateway: BackgroundGateway) -> None:
+    kafkajs = Path(__file__).parents[1] / "clients" / "kafkajs"
+    node = shutil.which("node")
+    assert node, "Node.js is not installed: `make tools`"
+    assert (kafkajs / "node_modules" / "kafkajs").is_dir(), "KafkaJS is not installed: `make test`"
+    topic = f"tls-kafkajs-{uuid.uuid4().hex[:8]}"
+    script = [node, str(kafkajs / "matrix.js"), "round-trip"]
+    done = subprocess.run(
+        [*script, str(tls_gateway.bootstrap), topic, "50", f"group-{topic}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["exactlyOnce"] is True
