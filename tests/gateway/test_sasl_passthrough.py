@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import time
 import uuid
@@ -31,12 +32,16 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import KafkaError as KpKafkaError
+from kio.schema.metadata import v12 as metadata_v12
+from kio.schema.sasl_handshake import v0 as handshake_v0
+from kio.schema.sasl_handshake import v1 as handshake_v1
 
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
+from quotagate.protocol import codec
 from quotagate.store.credentials import CredentialStore
 from quotagate.store.quotas import Change
 from support.certificates import CertificateAuthority
@@ -401,3 +406,39 @@ def test_kafkajs(passthrough: BackgroundGateway, mechanism: str) -> None:
         "exactlyOnce": True,
         "deleted": True,
     }
+
+
+def _closed_without_answer(gateway: BackgroundGateway, frame: bytes) -> bool:
+    address = gateway.bootstrap
+    with socket.create_connection((address.host, address.port), timeout=10) as sock:
+        sock.sendall(frame)
+        return sock.recv(4) == b""
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (
+            metadata_v12.MetadataRequest(
+                topics=None,
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+            "api_key=3 before SASL authentication",
+        ),
+        (handshake_v0.SaslHandshakeRequest(mechanism="PLAIN"), "v0 cannot be passed through"),
+        (handshake_v1.SaslHandshakeRequest(mechanism="GSSAPI"), "'GSSAPI' cannot be passed"),
+    ],
+    ids=["metadata-before-authentication", "handshake-v0", "unreadable-mechanism"],
+)
+def test_what_passthrough_cannot_allow_closes_the_connection(
+    passthrough: BackgroundGateway,
+    caplog: pytest.LogCaptureFixture,
+    wait_for: Any,
+    body: Any,
+    reason: str,
+) -> None:
+    """Closed by the gateway itself, with its reason logged; nothing reaches the upstream."""
+    caplog.set_level(logging.INFO, logger="quotagate")
+    assert _closed_without_answer(passthrough, codec.encode_request_frame(body, 1, "probe"))
+    wait_for(lambda: reason in caplog.text, 10, f"the log line saying {reason!r}")
