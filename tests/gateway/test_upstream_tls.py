@@ -280,3 +280,47 @@ def test_kafkajs_through_a_tls_upstream(tls_gateway: BackgroundGateway) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["exactlyOnce"] is True
+
+
+@pytest.fixture(scope="module")
+def mtls_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsUpstream]:
+    tls = TlsUpstream(tmp_path_factory.mktemp("mtls-upstream"), mtls=True)
+    tls.tansu.start()
+    try:
+        with tls.proxy:
+            yield tls
+    finally:
+        tls.tansu.stop()
+
+
+def test_an_upstream_demanding_a_client_certificate(
+    mtls_upstream: TlsUpstream,
+    start_gateway: Callable[..., BackgroundGateway],
+    caplog: pytest.LogCaptureFixture,
+    wait_for: Any,
+) -> None:
+    """ssl.certificate.location / ssl.key.location: the gateway's own certificate."""
+    leaf = mtls_upstream.ca.issue("quotagate-gateway")
+    with_certificate = mtls_upstream.security(
+        **{"ssl.certificate.location": str(leaf.certificate), "ssl.key.location": str(leaf.key)}
+    )
+    gateway = start_gateway(mtls_upstream.bootstrap, upstream_security=with_certificate)
+    bootstrap = str(gateway.bootstrap)
+    assert sorted(confluent_round_trip(bootstrap, create_topic(bootstrap), wait_for)) == sorted(
+        VALUES
+    )
+    topic = f"_quotagate.mtls-{uuid.uuid4().hex[:8]}"
+    log = TopicLog(
+        mtls_upstream.bootstrap,
+        topic,
+        topic_config={},
+        client_config=with_certificate.librdkafka_config(),
+    )
+    log.start_in_thread(lambda key, value: None)
+    log.append_and_wait(b"k", b"with a client certificate")
+    log.close_in_thread()
+    caplog.set_level(logging.INFO, logger="quotagate")
+    start_gateway(mtls_upstream.bootstrap, upstream_security=mtls_upstream.security())
+    wait_for(lambda: _security_errors(caplog), 20, "a TLS error without a certificate")
+    line = _security_errors(caplog)[0]
+    assert "CERTIFICATE_REQUIRED" in line and "ssl.certificate.location" in line, line

@@ -31,8 +31,15 @@ class TlsProxy:
     """haproxy on ``port`` (TLS, ``certificate``: certificate and key in one PEM) → ``backend``."""
 
     def __init__(
-        self, directory: Path, certificate: Path, backend: str, port: int | None = None
+        self,
+        directory: Path,
+        certificate: Path,
+        backend: str,
+        port: int | None = None,
+        client_ca: Path | None = None,
     ) -> None:
+        """``client_ca``: demand a client certificate signed by it (mTLS)."""
+        verify = f" verify required ca-file {client_ca}" if client_ca else ""
         self.port = port if port is not None else free_port()
         self._config = directory / f"haproxy-{self.port}.cfg"
         self._log = directory / f"haproxy-{self.port}.log"
@@ -45,7 +52,7 @@ class TlsProxy:
             "  timeout client 120s\n"
             "  timeout server 120s\n"
             "frontend tls\n"
-            f"  bind {LOOPBACK}:{self.port} ssl crt {certificate}\n"
+            f"  bind {LOOPBACK}:{self.port} ssl crt {certificate}{verify}\n"
             "  default_backend broker\n"
             "backend broker\n"
             f"  server broker {backend}\n"
@@ -100,14 +107,17 @@ class TlsProxy:
 
 
 class TlsUpstream:
-    def __init__(self, directory: Path) -> None:
+    """tansu behind haproxy; ``mtls``: haproxy demands a client certificate from our CA."""
+
+    def __init__(self, directory: Path, mtls: bool = False) -> None:
         self.ca = CertificateAuthority(directory)
         # Named "localhost" only: reaching it as 127.0.0.1 is a host-name mismatch.
         self.leaf: Leaf = self.ca.issue("localhost", dns=("localhost",))
         self.other_ca = CertificateAuthority(directory, "someone else's CA")
         port = free_port()
         self.tansu = TansuBroker(log_file=directory / "tansu.log", advertised=f"localhost:{port}")
-        self.proxy = TlsProxy(directory, self.leaf.combined, self.tansu.bootstrap, port)
+        client_ca = self.ca.certificate if mtls else None
+        self.proxy = TlsProxy(directory, self.leaf.combined, self.tansu.bootstrap, port, client_ca)
 
     @property
     def bootstrap(self) -> str:

@@ -98,7 +98,11 @@ class ControlChannel(asyncio.Protocol):
                 entry[0].set_result(frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        error = ConnectionError(f"upstream closed the control connection: {exc}")
+        error: Exception = ConnectionError(f"upstream closed the control connection: {exc}")
+        if isinstance(exc, ssl.SSLError):
+            # A TLS alert after the handshake (TLS 1.3 refuses a client certificate only then):
+            # kept as it is, so that it is reported as a TLS failure, with what to fix.
+            error = exc
         for future, _, _ in self._pending.values():
             if not future.done():
                 future.set_exception(error)
@@ -140,6 +144,14 @@ def connect_error_text(exc: BaseException) -> str:
         return (
             f"TLS: {text}; the upstream's certificate is not trusted or does not name the host "
             "(check [upstream] ssl.ca.location and ssl.endpoint.identification.algorithm)"
+        )
+    reason = str(getattr(exc, "reason", "") or "")
+    if isinstance(exc, ssl.SSLError) and any(
+        alert in reason for alert in ("CERTIFICATE_REQUIRED", "BAD_CERTIFICATE", "UNKNOWN_CA")
+    ):
+        return (
+            f"TLS: {text}; the upstream refused the gateway's own certificate or asked for one "
+            "(set [upstream] ssl.certificate.location and ssl.key.location)"
         )
     if isinstance(exc, (ssl.SSLError, UpstreamTlsError)):
         return f"TLS: {text}; does the upstream speak TLS on this port? (security.protocol)"
