@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 
 from quotagate.store.quotas import Change
-from support.certificates import CertificateAuthority, Issued, subject
+from support.certificates import CertificateAuthority, Leaf
 from support.greedy import produce_rate, produce_until, usage_rows
 
 pytestmark = pytest.mark.integration
@@ -38,13 +38,13 @@ WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1}
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     authority = CertificateAuthority(tmp_path_factory.mktemp("mtls"))
     return {
-        "ca": authority.path,
+        "ca": authority.certificate,
         "server": authority.server(),
-        "alice": authority.issue(subject("CN=alice,OU=eng,O=corp"), "alice"),
-        "bob": authority.issue(subject("CN=bob,OU=eng,O=corp"), "bob"),
-        "carol": authority.issue(subject("OU=sales,O=corp"), "carol"),
-        "stranger": CertificateAuthority(tmp_path_factory.mktemp("other"), "other CA").issue(
-            subject("CN=alice,OU=eng,O=corp"), "stranger"
+        "alice": authority.client("CN=alice,OU=eng,O=corp", "alice"),
+        "bob": authority.client("CN=bob,OU=eng,O=corp", "bob"),
+        "carol": authority.client("OU=sales,O=corp", "carol"),
+        "stranger": CertificateAuthority(tmp_path_factory.mktemp("other"), "other CA").client(
+            "CN=alice,OU=eng,O=corp", "stranger"
         ),
     }
 
@@ -52,7 +52,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def _listener(
     pki: dict[str, Any], client_auth: str = "required", rules: str = RULES
 ) -> dict[str, Any]:
-    server: Issued = pki["server"]
+    server: Leaf = pki["server"]
     return {
         "ssl_certificate_location": str(server.certificate),
         "ssl_key_location": str(server.key),
@@ -69,7 +69,7 @@ def _client(bootstrap: str, pki: dict[str, Any], who: str | None) -> dict[str, A
         "ssl.ca.location": str(pki["ca"]),
     }
     if who is not None:
-        issued: Issued = pki[who]
+        issued: Leaf = pki[who]
         config["ssl.certificate.location"] = str(issued.certificate)
         config["ssl.key.location"] = str(issued.key)
     return config
@@ -194,7 +194,7 @@ def test_kafka_python_is_named_by_its_certificate_too(
     gateway = start_quota_gateway(
         quota_tansu.bootstrap, security_protocol="SSL", listener=_listener(pki)
     )
-    alice: Issued = pki["alice"]
+    alice: Leaf = pki["alice"]
     producer = KafkaProducer(
         bootstrap_servers=gateway.bootstrap,
         security_protocol="SSL",

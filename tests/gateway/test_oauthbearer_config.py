@@ -66,3 +66,46 @@ def test_keys_and_defaults() -> None:
 def test_mistakes_are_refused(keys: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_config({"listeners": [_listener(**keys)]})
+
+
+def test_sub_claim_name_is_one_key_in_both_modes() -> None:
+    """The claim that names the principal: of the validated token (terminate), of the token
+    the upstream validates (passthrough); one key, one field."""
+    terminate, passthrough = parse_config(
+        {
+            "listeners": [
+                _listener(
+                    **{
+                        "sasl.enabled.mechanisms": ["OAUTHBEARER"],
+                        "sasl.oauthbearer.jwks.endpoint.url": JWKS,
+                        "sasl.oauthbearer.sub.claim.name": "client_id",
+                    }
+                ),
+                {
+                    **_listener(**{"sasl.oauthbearer.sub.claim.name": "azp"}),
+                    "name": "PASSTHROUGH",
+                    "listen": "127.0.0.1:19096",
+                    "sasl.mode": "passthrough",
+                },
+            ]
+        }
+    ).listeners
+    assert (terminate.sasl_mode, terminate.oauthbearer_sub_claim_name) == ("terminate", "client_id")
+    assert (passthrough.sasl_mode, passthrough.oauthbearer_sub_claim_name) == ("passthrough", "azp")
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"sasl.oauthbearer.jwks.endpoint.url": JWKS},
+        {"sasl.oauthbearer.expected.audience": "kafka"},
+        {"sasl.oauthbearer.scope.claim.name": "scp"},
+        {"sasl.enabled.mechanisms": ["OAUTHBEARER"]},
+    ],
+    ids=lambda keys: next(iter(keys)),
+)
+def test_terminate_keys_on_a_passthrough_listener_are_refused(keys: dict[str, Any]) -> None:
+    """In passthrough the upstream validates tokens and picks mechanisms: keys that would do
+    it on the gateway are named, not silently ignored."""
+    with pytest.raises(ConfigError, match=f'{next(iter(keys))} apply only with sasl.mode = "t'):
+        parse_config({"listeners": [_listener(**{"sasl.mode": "passthrough", **keys})]})

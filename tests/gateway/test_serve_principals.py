@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from quotagate.gateway.embedded import TansuBroker, free_port
-from support.certificates import CertificateAuthority, subject
+from support.certificates import CertificateAuthority
 from support.oauth import AUDIENCE, ISSUER, IdentityProvider
 
 pytestmark = pytest.mark.integration
@@ -86,7 +86,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory, tansu: TansuBroker) -> Itera
                 f'ssl.certificate.location = "{server.certificate}"',
                 f'ssl.key.location = "{server.key}"',
                 'ssl.client.auth = "required"',
-                f'ssl.ca.location = "{authority.path}"',
+                f'ssl.ca.location = "{authority.certificate}"',
                 'ssl.principal.mapping.rules = "RULE:^.*CN=([a-z]+).*$/$1/L,DEFAULT"',
                 "[[listeners]]",
                 'name = "OAUTH"',
@@ -109,7 +109,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory, tansu: TansuBroker) -> Itera
                 f'ssl.certificate.location = "{server.certificate}"',
                 f'ssl.key.location = "{server.key}"',
                 'ssl.client.auth = "required"',
-                f'ssl.ca.location = "{authority.path}"',
+                f'ssl.ca.location = "{authority.certificate}"',
                 'sasl.enabled.mechanisms = ["OAUTHBEARER"]',
                 f'sasl.oauthbearer.jwks.endpoint.url = "{provider.jwks_url}"',
                 f'sasl.oauthbearer.expected.audience = "{AUDIENCE}"',
@@ -123,8 +123,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory, tansu: TansuBroker) -> Itera
             yield {
                 "served": served,
                 "ports": ports,
-                "ca": authority.path,
-                "alice": authority.issue(subject("CN=alice,OU=eng,O=corp"), "alice"),
+                "ca": authority.certificate,
+                "alice": authority.client("CN=alice,OU=eng,O=corp", "alice"),
                 "provider": provider,
             }
         finally:

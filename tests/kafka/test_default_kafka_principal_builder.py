@@ -14,7 +14,7 @@ import pytest
 
 from quotagate.security.principal import ANONYMOUS, PrincipalBuilder
 from quotagate.security.principal_mapping import PrincipalMapper
-from support.certificates import CertificateAuthority, subject
+from support.certificates import CertificateAuthority
 
 RULES = ", ".join(
     (
@@ -43,7 +43,7 @@ def authority(tmp_path_factory: pytest.TempPathFactory) -> CertificateAuthority:
 def test_principal_with_ssl_principal_mapper(
     authority: CertificateAuthority, dn: str, principal: str
 ) -> None:
-    issued = authority.issue(subject(dn.replace(", ", ",")), "client")
+    issued = authority.client(dn.replace(", ", ","), "client")
     builder = PrincipalBuilder(PrincipalMapper.from_rules(RULES))
     assert builder.from_certificate(issued.der) == principal
 
@@ -53,7 +53,7 @@ def test_principal_if_ssl_peer_is_not_authenticated(tmp_path: Path) -> None:
 
 
 def test_default_rules_give_the_whole_dn(authority: CertificateAuthority) -> None:
-    issued = authority.issue(subject("CN=alice,OU=eng,O=corp"), "alice")
+    issued = authority.client("CN=alice,OU=eng,O=corp", "alice")
     assert PrincipalBuilder().from_certificate(issued.der) == "User:CN=alice,OU=eng,O=corp"
 
 

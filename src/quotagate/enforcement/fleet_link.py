@@ -26,6 +26,7 @@ ReportLogFactory = Callable[[FleetSettings, str], ReportLog]
 def upstream_report_log(config: GatewayConfig, window_span_ms: int) -> ReportLogFactory:
     """The usage topics on the upstream cluster the gateway fronts, one per period."""
     bootstrap = ",".join(str(address) for address in config.bootstrap_servers)
+    security = config.upstream_security.librdkafka_config()
 
     def open_log(settings: FleetSettings, member: str) -> ReportLog:
         return RollingTopicLog(
@@ -40,6 +41,7 @@ def upstream_report_log(config: GatewayConfig, window_span_ms: int) -> ReportLog
             },
             replication_factor=settings.replication_factor,
             client_id=f"quotagate-fleet-{member.replace('/', '-')}",
+            client_config=security,
         )
 
     return open_log

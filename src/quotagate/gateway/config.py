@@ -21,6 +21,13 @@ from quotagate.gateway.auth.authenticator import (
     SUPPORTED_SASL_MECHANISMS,
     SecurityProtocol,
 )
+from quotagate.gateway.upstream_security import (
+    PLAINTEXT_UPSTREAM,
+    SECURITY_KEYS,
+    UpstreamSecurity,
+    UpstreamSecurityError,
+    parse_upstream_security,
+)
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from quotagate.protocol.host_port import HostPort
 from quotagate.quota.connection_quotas import canonical_ip
@@ -32,6 +39,8 @@ INT64_MAX: Final = 9_223_372_036_854_775_807
 DEFAULT_QUEUED_MAX_REQUEST_BYTES: Final = 512 * 1024 * 1024
 UNBOUNDED_BYTES: Final = -1
 DEFAULT_LISTEN: Final = "127.0.0.1:9192"
+SASL_TERMINATE: Final = "terminate"
+SASL_PASSTHROUGH: Final = "passthrough"
 
 
 class ConfigError(ValueError):
@@ -58,6 +67,10 @@ class ListenerConfig:
     ssl_principal_mapping_rules: str = DEFAULT_RULES
     """Kafka's ``ssl.principal.mapping.rules``: certificate subject DN -> user name."""
     sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS
+    sasl_mode: str = SASL_TERMINATE
+    """``terminate``: the gateway verifies clients (its store, or OAUTHBEARER tokens against a
+    JWKS); ``passthrough``: the upstream does, over the client's own upstream connection
+    (gateway/auth/inspection.py)."""
     oauthbearer_jwks_endpoint_url: str | None = None
     """Kafka's ``sasl.oauthbearer.jwks.endpoint.url``: the keys OAUTHBEARER tokens are
     verified with (needed when OAUTHBEARER is enabled)."""
@@ -68,6 +81,8 @@ class ListenerConfig:
     oauthbearer_expected_issuer: str | None = None
     oauthbearer_clock_skew_seconds: int = 30
     oauthbearer_sub_claim_name: str = "sub"
+    """The token claim that names the principal, in both modes (terminate: of the validated
+    token; passthrough: read from the client's token, which the upstream validates)."""
     oauthbearer_scope_claim_name: str = "scope"
     max_connections: int = INT32_MAX
     """Kafka's ``listener.name.<name>.max.connections``: the acceptor waits at this many."""
@@ -87,6 +102,8 @@ class GatewayConfig:
     listeners: tuple[ListenerConfig, ...] = ()
     bootstrap_servers: tuple[HostPort, ...] = ()
     """Upstream cluster; empty means: start an embedded tansu broker."""
+    upstream_security: UpstreamSecurity = PLAINTEXT_UPSTREAM
+    """TLS and SASL of every connection the gateway opens to the upstream."""
     gateway_id: str = "quotagate"
     workers: int = 1
     """Worker processes sharing every port (SO_REUSEPORT) under one supervisor."""
@@ -320,6 +337,9 @@ _GATEWAY_KEYS: Final[dict[str, KeySpec]] = {
 _UPSTREAM_KEYS: Final[dict[str, KeySpec]] = {
     "bootstrap.servers": ("bootstrap_servers", _host_ports),
 }
+# Only for "did you mean" and the list of known keys: the values are parsed by
+# upstream_security, never here.
+_SECURITY_HINTS: Final[dict[str, KeySpec]] = {key: ("", _str) for key in SECURITY_KEYS}
 _METRICS_KEYS: Final[dict[str, KeySpec]] = {
     "listen": ("metrics_listen", parse_host_port),
 }
@@ -340,6 +360,7 @@ _LISTENER_KEYS: Final[dict[str, KeySpec]] = {
     "ssl.ca.location": ("ssl_ca_location", _str),
     "ssl.principal.mapping.rules": ("ssl_principal_mapping_rules", _mapping_rules),
     "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", _sasl_mechanisms),
+    "sasl.mode": ("sasl_mode", _choice(SASL_TERMINATE, SASL_PASSTHROUGH)),
     "sasl.oauthbearer.jwks.endpoint.url": ("oauthbearer_jwks_endpoint_url", _url),
     "sasl.oauthbearer.jwks.endpoint.refresh.ms": (
         "oauthbearer_jwks_endpoint_refresh_ms",
@@ -361,6 +382,13 @@ _LISTENER_KEYS: Final[dict[str, KeySpec]] = {
     "max.connections": ("max_connections", integer(1)),
     "max.connection.creation.rate": ("max_connection_creation_rate", integer(1)),
 }
+_TERMINATE_ONLY_KEYS: Final = frozenset(
+    key
+    for key in _LISTENER_KEYS
+    if key == "sasl.enabled.mechanisms"
+    or (key.startswith("sasl.oauthbearer.") and key != "sasl.oauthbearer.sub.claim.name")
+)
+"""Listener keys a passthrough listener would ignore (the upstream decides what they say)."""
 _STORE_KEYS: Final[dict[str, KeySpec]] = {
     "path": ("store_path", _str),
     "backend": ("store_backend", _choice("sqlite", "kafka")),
@@ -406,14 +434,24 @@ def parse_config(document: Mapping[str, Any]) -> GatewayConfig:
                 f"known sections: {', '.join(known)}"
             )
     values: dict[str, Any] = {}
+    upstream = document.get("upstream", {})
+    if isinstance(upstream, dict):
+        # Security keys go to their own parser; bootstrap.servers (and typos) stay here.
+        flat = _flatten(upstream)
+        security = {k: v for k, v in flat.items() if k in SECURITY_KEYS}
+        upstream = {k: v for k, v in flat.items() if k not in SECURITY_KEYS}
+        try:
+            values["upstream_security"] = parse_upstream_security(security)
+        except UpstreamSecurityError as exc:
+            raise ConfigError(f"[upstream] {exc}") from None
     for section, keys in (
         ("gateway", _GATEWAY_KEYS),
-        ("upstream", _UPSTREAM_KEYS),
         ("metrics", _METRICS_KEYS),
         ("log", _LOG_KEYS),
         ("store", _STORE_KEYS),
     ):
         values.update(parse_section(section, document.get(section, {}), keys))
+    values.update(parse_section("upstream", upstream, {**_UPSTREAM_KEYS, **_SECURITY_HINTS}))
     listeners = document.get("listeners", [])
     if not isinstance(listeners, list):
         raise ConfigError("listeners must be an array of tables: write [[listeners]] blocks")
@@ -450,6 +488,7 @@ def store_settings(config: GatewayConfig) -> StoreSettings:
         topic=config.store_topic or f"_quotagate.{fleet_id}.config",
         replication_factor=config.store_replication_factor,
         bootstrap=",".join(str(address) for address in config.bootstrap_servers),
+        client_config=config.upstream_security.librdkafka_config(),
     )
 
 
@@ -502,6 +541,7 @@ def validate(config: GatewayConfig) -> GatewayConfig:
                 f"listener {listener.name} uses {listener.security_protocol}: set "
                 "ssl.certificate.location and ssl.key.location (PEM files)"
             )
+        _check_sasl_mode(listener)
         _check_client_certificates(listener)
         _check_oauthbearer(listener)
         last = listener.broker_port_start + listener.broker_port_count - 1
@@ -544,9 +584,35 @@ def _check_client_certificates(listener: ListenerConfig) -> None:
         )
 
 
+def _check_sasl_mode(listener: ListenerConfig) -> None:
+    if listener.sasl_mode != SASL_PASSTHROUGH:
+        return
+    if listener.security_protocol not in SecurityProtocol.SASL:
+        raise ConfigError(
+            f'listener {listener.name}: sasl.mode = "passthrough" needs a SASL listener, but '
+            f"security.protocol = {listener.security_protocol!r}; set security.protocol = "
+            '"SASL_PLAINTEXT" or "SASL_SSL", or remove sasl.mode'
+        )
+    defaults = ListenerConfig(name=listener.name, listen=listener.listen)
+    unused = [
+        key
+        for key, (attribute, _) in _LISTENER_KEYS.items()
+        if key in _TERMINATE_ONLY_KEYS
+        and getattr(listener, attribute) != getattr(defaults, attribute)
+    ]
+    if unused:
+        raise ConfigError(
+            f"listener {listener.name}: {', '.join(unused)} apply only with sasl.mode = "
+            '"terminate"; in passthrough the upstream chooses mechanisms and validates tokens '
+            "(of the sasl.oauthbearer.* keys only sub.claim.name, the claim naming the "
+            "principal, applies): remove them"
+        )
+
+
 def _check_oauthbearer(listener: ListenerConfig) -> None:
     enabled = (
         listener.security_protocol in SecurityProtocol.SASL
+        and listener.sasl_mode == SASL_TERMINATE
         and "OAUTHBEARER" in listener.sasl_enabled_mechanisms
     )
     if enabled and not listener.oauthbearer_jwks_endpoint_url:

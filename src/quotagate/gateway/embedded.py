@@ -43,8 +43,13 @@ def free_port(host: str = LOOPBACK) -> int:
 class TansuBroker:
     """A tansu process; ``stop()`` then ``start()`` restarts it on the same port (empty)."""
 
-    def __init__(self, port: int | None = None, log_file: Path | None = None) -> None:
+    def __init__(
+        self, port: int | None = None, log_file: Path | None = None, advertised: str | None = None
+    ) -> None:
+        """``advertised``: HOST:PORT written into metadata, when clients reach tansu through
+        something else (a TLS proxy in the tests); default: its own address."""
         self.port = port if port is not None else free_port()
+        self.advertised = advertised
         self._log_file = log_file
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -69,7 +74,7 @@ class TansuBroker:
                 "--listener-url",
                 url,
                 "--advertised-listener-url",
-                url,
+                f"tcp://{self.advertised}" if self.advertised else url,
                 "--storage-engine",
                 "memory://tansu/",
             ],

@@ -41,6 +41,12 @@ class ClientFirst:
     extensions: dict[str, str] = field(default_factory=dict)
 
 
+def client_initial_response(token: str) -> bytes:
+    """The message a client sends, as Kafka's ``OAuthBearerClientInitialResponse`` writes it
+    without an authorization id or extensions (what the gateway sends its upstream)."""
+    return f"n,,{SEPARATOR}{AUTH_KEY}=Bearer {token}{SEPARATOR}{SEPARATOR}".encode()
+
+
 def parse_client_first(message: bytes) -> ClientFirst:
     # Java decodes with replacement characters, which the ASCII grammar then refuses.
     text = message.decode("utf-8", errors="replace")

@@ -6,17 +6,25 @@ from quotagate.gateway.auth.authenticator import SecurityProtocol
 from quotagate.gateway.auth.jwks import JwksCache, JwksError
 from quotagate.gateway.auth.oauthbearer import JwksTokenValidator, TokenValidator
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
-from quotagate.gateway.config import ConfigError, GatewayConfig, ListenerConfig, store_settings
+from quotagate.gateway.config import (
+    SASL_TERMINATE,
+    ConfigError,
+    GatewayConfig,
+    ListenerConfig,
+    store_settings,
+)
 from quotagate.security.oauthbearer import TokenRules
 from quotagate.store.backends import StoreError, open_credentials
 
 
 def authenticator_factory(config: GatewayConfig) -> SaslAuthenticatorFactory | None:
-    """None when no listener uses SASL; otherwise one factory over the credential store."""
+    """None when no listener terminates SASL; otherwise one factory over the credential store
+    (passthrough listeners need none: the upstream checks their clients)."""
     sasl_listeners = [
         listener
         for listener in config.listeners
         if listener.security_protocol in SecurityProtocol.SASL
+        and listener.sasl_mode == SASL_TERMINATE
     ]
     if not sasl_listeners:
         return None
