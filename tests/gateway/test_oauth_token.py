@@ -15,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from quotagate.gateway.auth.oauth_token import OAuthTokenError, OAuthTokenSource, fetch_token
+from quotagate.gateway.auth.oauth_token import (
+    OAuthTokenError,
+    OAuthTokenRefusedError,
+    OAuthTokenSource,
+    fetch_token,
+)
 from quotagate.gateway.secret import Secret
 from quotagate.gateway.upstream_security import OAuthClientCredentials
 
@@ -80,11 +85,13 @@ def test_the_client_credentials_request(endpoint: TokenEndpoint) -> None:
 
 
 def test_refused_credentials_never_show_the_secret(endpoint: TokenEndpoint) -> None:
-    with pytest.raises(OAuthTokenError, match="HTTP 401") as caught:
+    with pytest.raises(OAuthTokenRefusedError, match="HTTP 401") as caught:
         fetch_token(credentials(endpoint.url, "wrong-secret"))
     assert "wrong-secret" not in str(caught.value)
-    with pytest.raises(OAuthTokenError, match="unreachable"):
+    with pytest.raises(OAuthTokenError, match="unreachable") as unreachable:
         fetch_token(credentials("http://127.0.0.1:1/token"))
+    # Unreachable may heal by waiting; refused credentials will not.
+    assert not isinstance(unreachable.value, OAuthTokenRefusedError)
 
 
 def test_tokens_are_cached_and_refreshed_before_they_expire(endpoint: TokenEndpoint) -> None:

@@ -16,7 +16,7 @@ from kio.schema.sasl_authenticate.v1 import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1 import SaslHandshakeRequest
 
 from quotagate.gateway.auth.mechanism import SaslError
-from quotagate.gateway.auth.oauth_token import OAuthTokenSource
+from quotagate.gateway.auth.oauth_token import OAuthTokenRefusedError, OAuthTokenSource
 from quotagate.gateway.auth.scram_client import ScramClient
 from quotagate.gateway.upstream_security import OAUTHBEARER, PLAIN, UpstreamSecurity
 from quotagate.security.oauthbearer_message import client_initial_response
@@ -72,7 +72,11 @@ async def authenticate(channel: RequestChannel, spec: UpstreamSecurity, timeout_
         assert spec.sasl_username is not None and spec.sasl_password is not None
         await round_trip(f"\0{spec.sasl_username}\0{spec.sasl_password.reveal()}".encode())
     elif mechanism == OAUTHBEARER:
-        reply = await round_trip(client_initial_response(await token_source(spec).token()))
+        try:
+            token = await token_source(spec).token()
+        except OAuthTokenRefusedError as exc:
+            raise UpstreamAuthenticationError(f"OAUTHBEARER: {exc}") from None
+        reply = await round_trip(client_initial_response(token))
         if reply:
             # RFC 7628 §3.2.2: an error challenge; the client answers \x01 and the server fails.
             detail = reply.decode("utf-8", "replace")

@@ -29,6 +29,14 @@ class OAuthTokenError(ConnectionError):
     """The token endpoint refused or could not be reached; the secret is never in the text."""
 
 
+class OAuthTokenRefusedError(OAuthTokenError):
+    """The token endpoint answered 400, 401 or 403: the client credentials or the scope were
+    refused, which no retry will fix."""
+
+
+_REFUSALS: Final = (400, 401, 403)
+
+
 def fetch_token(credentials: OAuthClientCredentials) -> tuple[str, float]:
     """(access token, lifetime in seconds) from the token endpoint; blocking."""
     # Kafka URL-encodes both halves before the Basic header (HttpAccessTokenRetriever).
@@ -53,7 +61,12 @@ def fetch_token(credentials: OAuthClientCredentials) -> tuple[str, float]:
         with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
             body = response.read(MAX_RESPONSE_BYTES + 1)
     except urllib.error.HTTPError as exc:
-        raise OAuthTokenError(f"token endpoint {url} answered HTTP {exc.code}") from None
+        text = f"token endpoint {url} answered HTTP {exc.code}{_oauth_error(exc)}"
+        if exc.code in _REFUSALS:
+            raise OAuthTokenRefusedError(
+                f"{text}: check [upstream] sasl.oauthbearer.client.id, .client.secret and .scope"
+            ) from None
+        raise OAuthTokenError(text) from None
     except (OSError, ValueError) as exc:
         raise OAuthTokenError(f"token endpoint {url} unreachable: {exc}") from None
     if len(body) > MAX_RESPONSE_BYTES:
@@ -67,6 +80,19 @@ def fetch_token(credentials: OAuthClientCredentials) -> tuple[str, float]:
     if not isinstance(token, str) or not token:
         raise OAuthTokenError(f"token endpoint {url} sent an empty access_token")
     return token, lifetime
+
+
+def _oauth_error(exc: urllib.error.HTTPError) -> str:
+    """RFC 6749 §5.2's ``error`` code of a refusal (``invalid_client``...), when there is one:
+    a registered word from a short list, safe to log, where the rest of a body may not be."""
+    try:
+        document = json.loads(exc.read(4096))
+    except (OSError, ValueError):
+        return ""
+    code = document.get("error") if isinstance(document, dict) else None
+    if isinstance(code, str) and code.replace("_", "").isalpha() and len(code) <= 40:
+        return f" ({code})"
+    return ""
 
 
 class OAuthTokenSource:
