@@ -19,6 +19,7 @@ from quotagate.gateway.auth.setup import authenticator_factory
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.control import build_request
 from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.upstream_security import UpstreamSecurity
 from quotagate.protocol import codec
 from support.gateways import gateway_config
 
@@ -47,7 +48,8 @@ def start_quota_gateway(
 ) -> Iterator[Callable[..., QuotaGateway]]:
     """``start(upstream, quotas={...}, usage={...}, store=path)`` → a running gateway;
     ``security_protocol`` and ``listener`` (ListenerConfig fields) shape its one listener;
-    ``sasl`` gives it the authenticator ``quotagate serve`` would build from that config.
+    ``sasl`` gives it the authenticator ``quotagate serve`` would build from that config;
+    ``upstream_security`` is its ``[upstream]`` TLS/SASL.
 
     ``quotas`` and ``usage`` are the config sections of docs/quotas.md; the store defaults to
     a file in the test's temporary directory (pass the same path to "restart" a gateway).
@@ -63,6 +65,7 @@ def start_quota_gateway(
         security_protocol: str = "PLAINTEXT",
         listener: dict[str, Any] | None = None,
         sasl: bool = False,
+        upstream_security: UpstreamSecurity | None = None,
     ) -> QuotaGateway:
         extra: dict[str, Any] = {"quotas": quotas or {}}
         if usage is not None:
@@ -73,6 +76,7 @@ def start_quota_gateway(
             listener=listener,
             store_path=str(store or tmp_path / "quotagate.db"),
             extra=extra,
+            **({} if upstream_security is None else {"upstream_security": upstream_security}),
         )
         runtime = QuotaRuntime.from_config(config)
         # A SASL listener authenticates as `quotagate serve` sets it up, from the config.

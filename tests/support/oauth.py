@@ -2,8 +2,9 @@
 
 ``http.server`` in a thread serves ``/jwks.json`` (the public keys, changeable while it runs)
 and ``/token`` (OAuth 2 client credentials, RFC 6749 §4.4: HTTP Basic or form client
-authentication, answering a signed JWT whose ``sub`` is the client id). ``mint`` signs
-tokens with any claims, for the refusals a real provider would not issue.
+authentication, answering a signed JWT whose ``sub`` is the client id and whose ``scope`` is
+the one asked for). ``mint`` signs tokens with any claims, for the refusals a real provider
+would not issue.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class IdentityProvider:
         self.token_lifetime_s = 3600
         self.jwks_requests = 0
         self.issued: list[str] = []
+        self.granted: list[tuple[str, str | None]] = []
+        """(client id, ``scope`` asked for) of each token issued by the endpoint, in order."""
         self._server: ThreadingHTTPServer | None = None
 
     @property
@@ -102,7 +105,12 @@ class IdentityProvider:
                 elif client_id is None or provider.clients.get(client_id) != secret:
                     self._json(401, {"error": "invalid_client"})
                 else:
-                    token = provider.mint(client_id, expires_in=provider.token_lifetime_s)
+                    scope = form.get("scope", [None])[0]
+                    provider.granted.append((client_id, scope))
+                    claims = {} if scope is None else {"scope": scope}
+                    token = provider.mint(
+                        client_id, expires_in=provider.token_lifetime_s, **claims
+                    )
                     provider.issued.append(token)
                     self._json(
                         200,
