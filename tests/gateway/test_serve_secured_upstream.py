@@ -1,8 +1,10 @@
 """``quotagate serve`` with the issue's exact keys, as a person would run it: ``[upstream]``
 ``security.protocol = "SSL"``, ``ssl.ca.location``, ``sasl.mechanism = "SCRAM-SHA-512"``,
-``sasl.username``, ``sasl.password = "${env:NAME}"``, and a SASL_PLAINTEXT listener with
-``sasl.mode = "passthrough"``. The upstream that decides is a quotagate in terminate mode on
-SASL_SSL in front of tansu. No password appears anywhere in the process's output."""
+``sasl.username``, ``sasl.password = "${env:NAME}"``; an SSL listener with
+``ssl.client.auth = "required"``, ``ssl.ca.location`` and ``ssl.principal.mapping.rules``; and
+a SASL_PLAINTEXT listener with ``sasl.mode = "passthrough"``. The upstream that decides is a
+quotagate in terminate mode on SASL_SSL in front of tansu. No password appears anywhere in the
+process's output."""
 
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ pytestmark = pytest.mark.integration
 PASSWORDS = {"alice": "Alice-serve-pw", "gateway": "Gateway-serve-pw"}
 
 
-def test_serve_with_a_tls_upstream_and_a_passthrough_listener(
+def test_serve_with_a_tls_upstream_an_mtls_listener_and_a_passthrough_listener(
     tmp_path: Path,
     tansu: TansuBroker,
     start_gateway: Callable[..., BackgroundGateway],
@@ -52,7 +54,9 @@ def test_serve_with_a_tls_upstream_and_a_passthrough_listener(
         },
         authenticator_factory=SaslAuthenticatorFactory(users),
     )
-    port = free_port()
+    port, mtls_port = free_port(), free_port()
+    listener_leaf = ca.server("listener")
+    bob = ca.client("CN=bob,OU=eng,O=corp", "bob")
     config = tmp_path / "gateway.toml"
     config.write_text(
         "[upstream]\n"
@@ -67,6 +71,18 @@ def test_serve_with_a_tls_upstream_and_a_passthrough_listener(
         f'listen = "127.0.0.1:{port}"\n'
         'security.protocol = "SASL_PLAINTEXT"\n'
         'sasl.mode = "passthrough"\n'
+        f"broker.port.start = {free_port()}\n"
+        "broker.node.id.start = 111\n"
+        "broker.port.count = 1\n"
+        "\n[[listeners]]\n"
+        'name = "MTLS"\n'
+        f'listen = "127.0.0.1:{mtls_port}"\n'
+        'security.protocol = "SSL"\n'
+        f'ssl.certificate.location = "{listener_leaf.certificate}"\n'
+        f'ssl.key.location = "{listener_leaf.key}"\n'
+        'ssl.client.auth = "required"\n'
+        f'ssl.ca.location = "{ca.certificate}"\n'
+        'ssl.principal.mapping.rules = "RULE:^.*CN=([a-z]+).*$/$1/L,DEFAULT"\n'
         f"broker.port.start = {free_port()}\n"
         "broker.node.id.start = 111\n"
         "broker.port.count = 1\n"
@@ -121,6 +137,19 @@ def test_serve_with_a_tls_upstream_and_a_passthrough_listener(
 
         wait_for(authentication_failed, 30, "an authentication failure")
         refused.flush(0)
+        # The mTLS listener of the same process, through the same secured upstream.
+        by_certificate = Producer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{mtls_port}",
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(ca.certificate),
+                "ssl.certificate.location": str(bob.certificate),
+                "ssl.key.location": str(bob.key),
+                "acks": "all",
+            }
+        )
+        by_certificate.produce(topic, value=b"from bob's certificate")
+        assert by_certificate.flush(30) == 0
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -131,5 +160,6 @@ def test_serve_with_a_tls_upstream_and_a_passthrough_listener(
         users.close()
     assert "event=upstream_config" in output and "SASL_SSL" in output
     assert "principal=User:alice" in output
+    assert "event=tls_principal" in output and "principal=User:bob" in output
     for password in PASSWORDS.values():
         assert password not in output
