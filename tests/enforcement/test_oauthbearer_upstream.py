@@ -9,7 +9,8 @@ endpoint on loopback).
 "OAUTHBEARER"`` with the client-credentials flow (token endpoint, client id, ``${env:}`` client
 secret, scope); clients on its PLAINTEXT listener produce and consume, and the upstream names
 every link ``User:quotagate-gw``. A wrong client secret is refused by the token endpoint and
-logged at ERROR on every attempt, never the secret.
+logged at ERROR on every attempt, never the secret. The fleet's topics (librdkafka) log in
+with the same client credentials.
 
 (b) A passthrough listener in front of the same upstream: confluent-kafka clients with OIDC
 tokens for ``sub=alice`` and ``sub=bob`` authenticate to the upstream through the gateway; the
@@ -38,6 +39,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from quotagate.fleet.topic_log import TopicLog
 from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
 from quotagate.store.quotas import Change
 from support.greedy import produce_rate, produce_until, usage_rows
@@ -225,6 +227,35 @@ def test_a_wrong_client_secret_is_refused_every_attempt_and_never_logged(
     expected = f"SASL: OAUTHBEARER: token endpoint {provider.token_url} answered HTTP 401"
     assert all(f"{expected} (invalid_client)" in line for line in refusals()), refusals()
     assert wrong not in "\n".join(_lines(caplog))
+    _assert_no_secret(caplog, provider)
+
+
+def test_the_fleet_topics_log_in_with_the_same_client_credentials(
+    decider: Any,
+    provider: IdentityProvider,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The store's and usage exchange's librdkafka clients get the same spec, translated to
+    librdkafka's own OIDC client-credentials flow."""
+    caplog.set_level(logging.DEBUG, logger="quotagate")
+    security = gateway_security(provider, monkeypatch, SECRETS[GATEWAY_CLIENT])
+    config = security.librdkafka_config()
+    topic = f"_quotagate.oauth-{uuid.uuid4().hex[:8]}.config"
+    granted_before = len(provider.granted)
+    writer = TopicLog(decider.bootstrap, topic, topic_config={}, client_config=config)
+    writer.start_in_thread(lambda key, value: None)
+    try:
+        writer.append_and_wait(b"k", b"over oauthbearer")
+    finally:
+        writer.close_in_thread()
+    seen: list[tuple[bytes | None, bytes | None]] = []
+    reader = TopicLog(decider.bootstrap, topic, topic_config={}, client_config=config)
+    reader.start_in_thread(lambda key, value: seen.append((key, value)))
+    reader.close_in_thread()
+    assert seen == [(b"k", b"over oauthbearer")]
+    assert (GATEWAY_CLIENT, GATEWAY_SCOPE) in provider.granted[granted_before:]
+    assert _authenticated_by_decider(caplog, f"User:{GATEWAY_CLIENT}")
     _assert_no_secret(caplog, provider)
 
 
