@@ -16,9 +16,10 @@ with the same client credentials.
 tokens for ``sub=alice`` and ``sub=bob`` authenticate to the upstream through the gateway; the
 gateway names them from the token the upstream accepted, and a ``producer_byte_rate`` on
 ``User:alice`` holds alice to 0.95-1.05 x (measured from the gateway's usage events, as the
-other quota tests measure) while bob runs free. Expired, wrong-audience and wrongly signed
-tokens are refused by the upstream, and that refusal reaches the client as an authentication
-error.
+other quota tests measure) while bob runs free; kafka-python and aiokafka, each with a token of
+its own, produce and consume through it and are named by it. Expired, wrong-audience and
+wrongly signed tokens are refused by the upstream, and that refusal reaches the client as an
+authentication error.
 
 Every log line of both gateways (one process, read whole at DEBUG) is searched for every
 secret and every token, and every part of a token.
@@ -26,6 +27,7 @@ secret and every token, and every part of a token.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -35,9 +37,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import TopicPartition as AioTopicPartition
+from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KpTopicPartition
+from kafka.net.sasl.oauth import AbstractTokenProvider as KpTokenProvider
 
 from quotagate.fleet.topic_log import TopicLog
 from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
@@ -322,6 +330,108 @@ def test_alice_is_held_to_her_user_quota_through_passthrough_and_bob_is_not(
         assert _authenticated_by_decider(caplog, principal), principal
     assert {client for client, _ in provider.granted} >= {"alice", "bob", GATEWAY_CLIENT}
     _assert_no_secret(caplog, provider)
+
+
+class _KafkaPythonToken(KpTokenProvider):
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def token(self) -> str:
+        return self._token
+
+
+class _AioKafkaToken(AioTokenProvider):
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    async def token(self) -> str:
+        return self._token
+
+
+VALUES = [f"oauth-pt-{i}".encode() for i in range(20)]
+
+
+def _kafka_python_round_trip(bootstrap: str, topic: str, token: str) -> list[bytes]:
+    config: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "OAUTHBEARER",
+        "sasl_oauth_token_provider": _KafkaPythonToken(token),
+    }
+    producer = KafkaProducer(**config, acks="all")
+    for future in [producer.send(topic, value) for value in VALUES]:
+        future.get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(**config, consumer_timeout_ms=10_000)
+    consumer.assign([KpTopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    received: list[bytes] = []
+    for record in consumer:
+        received.append(record.value)
+        if len(received) == len(VALUES):
+            break
+    consumer.close()
+    return received
+
+
+def _aiokafka_round_trip(bootstrap: str, topic: str, token: str) -> list[bytes]:
+    config: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "OAUTHBEARER",
+        "sasl_oauth_token_provider": _AioKafkaToken(token),
+    }
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(**config, acks="all")
+        await producer.start()
+        try:
+            for value in VALUES:
+                await producer.send_and_wait(topic, value)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(**config)
+        await consumer.start()
+        received: list[bytes] = []
+        try:
+            consumer.assign([AioTopicPartition(topic, 0)])
+            await consumer.seek_to_beginning()
+            while len(received) < len(VALUES):
+                batches = await consumer.getmany(timeout_ms=1000)
+                received += [r.value for rs in batches.values() for r in rs if r.value]
+        finally:
+            await consumer.stop()
+        return received
+
+    return asyncio.run(asyncio.wait_for(run(), 60))
+
+
+ROUND_TRIPS: dict[str, Callable[[str, str, str], list[bytes]]] = {
+    "kafka-python": _kafka_python_round_trip,
+    "aiokafka": _aiokafka_round_trip,
+}
+
+
+@pytest.mark.parametrize("client", sorted(ROUND_TRIPS))
+def test_python_clients_through_passthrough_with_their_own_tokens(
+    passthrough: Any,
+    provider: IdentityProvider,
+    caplog: pytest.LogCaptureFixture,
+    client: str,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="quotagate")
+    who = f"carol-{client}"
+    token = provider.mint(who)
+    topic = _new_topic(_oidc(passthrough.bootstrap, provider, "bob"))
+    received = ROUND_TRIPS[client](passthrough.bootstrap, topic, token)
+    assert sorted(received) == sorted(VALUES)
+    # Validated by the upstream, named by the gateway from the same token.
+    assert _authenticated_by_decider(caplog, f"User:{who}")
+    assert any(
+        "event=authenticated" in line and f"principal=User:{who}" in line
+        for line in _lines(caplog, "quotagate.gateway.connection")
+    )
+    _assert_no_secret(caplog, provider, token)
 
 
 REFUSED: dict[str, tuple[Callable[[IdentityProvider], str], str]] = {
