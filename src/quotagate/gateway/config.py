@@ -73,7 +73,7 @@ class ListenerConfig:
     (gateway/auth/inspection.py)."""
     oauthbearer_jwks_endpoint_url: str | None = None
     """Kafka's ``sasl.oauthbearer.jwks.endpoint.url``: the keys OAUTHBEARER tokens are
-    verified with (needed when OAUTHBEARER is enabled)."""
+    verified with (needed when a terminating listener enables OAUTHBEARER)."""
     oauthbearer_jwks_endpoint_refresh_ms: int = 3_600_000
     oauthbearer_jwks_endpoint_retry_backoff_ms: int = 100
     oauthbearer_jwks_endpoint_retry_backoff_max_ms: int = 10_000
