@@ -31,8 +31,9 @@ test: native tools $(KAFKAJS_STAMP)
 	$(BIN)/pytest
 
 # Debian's packages the suite drives for real: chromium (the report test), kcat (an old
-# librdkafka, 2.0.2, in the client matrix), Node.js for KafkaJS and tmux (the terminal
-# `quotagate top` is watched in). Installed only when missing.
+# librdkafka, 2.0.2, in the client matrix), Node.js for KafkaJS, tmux (the terminal
+# `quotagate top` is watched in) and haproxy (TLS in front of tansu, which speaks none).
+# Installed only when missing.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 tools:
 	@missing=""; \
@@ -40,6 +41,7 @@ tools:
 	  command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
 	  command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	  command -v tmux >/dev/null 2>&1 || missing="$$missing tmux"; \
+	  command -v haproxy >/dev/null 2>&1 || test -x /usr/sbin/haproxy || missing="$$missing haproxy"; \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing Debian's$$missing for the test suite"; \
 	    $(SUDO) apt-get update -qq && \

@@ -30,6 +30,7 @@ import asyncio
 import json
 import os
 import shutil
+import ssl
 import statistics
 import struct
 import subprocess
@@ -89,14 +90,22 @@ class _LoadConnection(asyncio.Protocol):
             self.transport.writelines([self._next() for _ in range(answered)])
 
 
-async def _load(host: str, port: int, connections: int, in_flight: int, seconds: float) -> None:
+async def _load(
+    host: str, port: int, connections: int, in_flight: int, seconds: float, ca: str | None = None
+) -> None:
+    """``ca``: connect with TLS, trusting this PEM file (benchmarks/tls_rate.py)."""
     loop = asyncio.get_running_loop()
     frame = produce_api().request
     counts = [0]
     transports = []
+    context = ssl.create_default_context(cafile=ca) if ca else None
     for _ in range(connections):
         transport, _protocol = await loop.create_connection(
-            lambda: _LoadConnection(frame, in_flight, counts), host, port
+            lambda: _LoadConnection(frame, in_flight, counts),
+            host,
+            port,
+            ssl=context,
+            server_hostname="localhost" if context else None,
         )
         transports.append(transport)
     await asyncio.sleep(1.0)  # warm-up: connections, broker ports, first batches
@@ -247,11 +256,14 @@ def _start_minimal_relay(upstream: str) -> tuple[str, subprocess.Popen[bytes]]:
     return f"{LOOPBACK}:{port}", process
 
 
-def _round(target: str, args: argparse.Namespace, pid: int | None) -> tuple[float, float]:
+def _round(
+    target: str, args: argparse.Namespace, pid: int | None, ca: str | None = None
+) -> tuple[float, float]:
     """(requests per second, relay CPU µs per request) of one load run against ``target``."""
     host, _, port = target.rpartition(":")
     command = [sys.executable, __file__, "--load", host, port, "--seconds", str(args.seconds)]
     command += ["--connections", str(args.connections), "--in-flight", str(args.in_flight)]
+    command += ["--tls-ca", ca] if ca else []
     with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as load:
         assert load.stdout is not None
         if load.stdout.readline().strip() != "start":
@@ -274,12 +286,15 @@ def main() -> None:
     parser.add_argument("--baseline-src", type=Path, help="also run a gateway from this src")
     parser.add_argument("--pure", action="store_true", help="also run a pure-Python gateway")
     parser.add_argument("--load", nargs=2, metavar=("HOST", "PORT"), help=argparse.SUPPRESS)
+    parser.add_argument("--tls-ca", help=argparse.SUPPRESS)
     parser.add_argument("--relay", nargs=3, metavar=("PORT", "HOST", "UPSTREAM_PORT"),
                         help=argparse.SUPPRESS)  # fmt: skip
     args = parser.parse_args()
     if args.load:
         host, port = args.load
-        uvloop.run(_load(host, int(port), args.connections, args.in_flight, args.seconds))
+        uvloop.run(
+            _load(host, int(port), args.connections, args.in_flight, args.seconds, args.tls_ca)
+        )
         return
     if args.relay:
         port, host, upstream_port = args.relay

@@ -19,10 +19,11 @@ SRC = Path(__file__).parents[1] / "src" / "quotagate"
 ALLOWED: dict[str, set[str]] = {
     "quota": set(),
     "protocol": set(),
+    "security": set(),
     "logs": set(),
     "usage": {"quota", "logs"},
     "store": {"fleet", "logs"},
-    "gateway": {"protocol", "quota", "store", "logs"},
+    "gateway": {"protocol", "quota", "store", "security", "logs"},
     "fleet": {"quota", "logs"},
     "instance": {"gateway", "protocol", "fleet", "logs"},
     "enforcement": {"gateway", "protocol", "quota", "store", "usage", "fleet", "logs"},

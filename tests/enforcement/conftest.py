@@ -15,9 +15,11 @@ import pytest
 from quotagate.enforcement import QuotaEnforcement
 from quotagate.enforcement.metrics import QuotaCollector
 from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.gateway.auth.setup import authenticator_factory
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.control import build_request
 from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.upstream_security import UpstreamSecurity
 from quotagate.protocol import codec
 from support.gateways import gateway_config
 
@@ -44,7 +46,10 @@ class QuotaGateway:
 def start_quota_gateway(
     tmp_path: Path,
 ) -> Iterator[Callable[..., QuotaGateway]]:
-    """``start(upstream, quotas={...}, usage={...}, store=path)`` → a running gateway.
+    """``start(upstream, quotas={...}, usage={...}, store=path)`` → a running gateway;
+    ``security_protocol`` and ``listener`` (ListenerConfig fields) shape its one listener;
+    ``sasl`` gives it the authenticator ``quotagate serve`` would build from that config;
+    ``upstream_security`` is its ``[upstream]`` TLS/SASL.
 
     ``quotas`` and ``usage`` are the config sections of docs/quotas.md; the store defaults to
     a file in the test's temporary directory (pass the same path to "restart" a gateway).
@@ -57,15 +62,28 @@ def start_quota_gateway(
         quotas: dict[str, Any] | None = None,
         usage: dict[str, Any] | None = None,
         store: Path | None = None,
+        security_protocol: str = "PLAINTEXT",
+        listener: dict[str, Any] | None = None,
+        sasl: bool = False,
+        upstream_security: UpstreamSecurity | None = None,
     ) -> QuotaGateway:
         extra: dict[str, Any] = {"quotas": quotas or {}}
         if usage is not None:
             extra["usage"] = usage
         config = gateway_config(
-            upstream, store_path=str(store or tmp_path / "quotagate.db"), extra=extra
+            upstream,
+            security_protocol=security_protocol,
+            listener=listener,
+            store_path=str(store or tmp_path / "quotagate.db"),
+            extra=extra,
+            **({} if upstream_security is None else {"upstream_security": upstream_security}),
         )
         runtime = QuotaRuntime.from_config(config)
-        background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
+        # A SASL listener authenticates as `quotagate serve` sets it up, from the config.
+        factory = authenticator_factory(config) if sasl else None
+        background = BackgroundGateway(
+            config, authenticator_factory=factory, plugins=[QuotaEnforcement(runtime)]
+        )
         background.start()
         background.gateway.metrics.registry.register(QuotaCollector(runtime))
         gateway = QuotaGateway(background, runtime)

@@ -19,7 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 # Share of QUOTAGATE_FUZZ_SECONDS each test may use.
-SHARES: Final = {"round_trip": 0.1, "lies": 0.3, "sockets": 0.2, "live": 0.4}
+SHARES: Final = {
+    "round_trip": 0.05,
+    "oauthbearer": 0.05,
+    "sasl": 0.05,
+    "lies": 0.3,
+    "sockets": 0.2,
+    "live": 0.35,
+}
 ROUND_TRIP_TESTS: Final = 180  # (request/response) x API key parametrisations, about
 _CHUNK: Final = 10  # examples per hypothesis run under a time budget
 

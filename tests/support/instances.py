@@ -20,6 +20,7 @@ from pathlib import Path
 
 from quotagate.client import ClientQuotaAlteration, ClientQuotaEntity, SyncAdminClient
 from quotagate.gateway.embedded import free_port
+from quotagate.gateway.upstream_security import parse_upstream_security
 from quotagate.instance.supervisor import START_TIMEOUT_S
 from quotagate.store.backends import StoreSettings, open_quota_store
 from quotagate.store.quotas import Change
@@ -40,12 +41,15 @@ class Instance:
         quota: float,
         store_topic: str | None = None,
         gateway: str = "",
+        upstream_keys: dict[str, str] | None = None,
         windows: tuple[int, int] = (2, 1),
         fleet: str = "",
     ) -> None:
         """``gateway``, ``fleet``: more lines of those sections, e.g.
-        ``"max.connections.per.ip" = 1``; ``windows``: quota.window.num and .size.seconds
+        ``"max.connections.per.ip" = 1``; ``upstream_keys``: ``[upstream]`` security keys
+        (TLS, SASL), for the store too; ``windows``: quota.window.num and .size.seconds
         (2 x 1 s by default, which makes 20 s measurable; Kafka's are 11 x 1 s)."""
+        upstream_keys = upstream_keys or {}
         tmp.mkdir(parents=True, exist_ok=True)
         self.tmp = tmp
         self.usage = tmp / "usage"
@@ -53,7 +57,12 @@ class Instance:
         store_topic = store_topic or f"_quotagate.test-{uuid.uuid4().hex[:8]}.config"
         self.store_topic = store_topic
         with_quota = open_quota_store(
-            StoreSettings(backend="kafka", topic=store_topic, bootstrap=upstream)
+            StoreSettings(
+                backend="kafka",
+                topic=store_topic,
+                bootstrap=upstream,
+                client_config=parse_upstream_security(upstream_keys).librdkafka_config(),
+            )
         )
         with_quota.alter_client_quotas(
             [Change({"client-id": CLIENT_ID}, "producer_byte_rate", quota)], "test", "test"
@@ -63,7 +72,8 @@ class Instance:
         config.write_text(
             f'[gateway]\nid = "w-{uuid.uuid4().hex[:6]}"\n{gateway}\n'
             f'[upstream]\nbootstrap.servers = "{upstream}"\n'
-            f'[[listeners]]\nlisten = "127.0.0.1:0"\nbroker.port.start = {free_port()}\n'
+            + "".join(f'"{key}" = "{value}"\n' for key, value in upstream_keys.items())
+            + f'[[listeners]]\nlisten = "127.0.0.1:0"\nbroker.port.start = {free_port()}\n'
             "broker.node.id.start = 111\nbroker.port.count = 1\n"
             f'[metrics]\nlisten = "127.0.0.1:{self.metrics_port}"\n'
             f'[store]\nbackend = "kafka"\ntopic = "{store_topic}"\n'

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Final
 
 from quotagate.protocol.host_port import HostPort
@@ -10,6 +12,12 @@ from quotagate.protocol.host_port import HostPort
 INT32_MAX: Final = 2_147_483_647
 DEFAULT_RECONNECT_BACKOFF_MS: Final = 50
 DEFAULT_RECONNECT_BACKOFF_MAX_MS: Final = 1000
+
+
+Connector = Callable[
+    [HostPort, float], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+]
+"""``(address, timeout_s) -> streams``: how to reach a broker (TLS, SASL), when not plain TCP."""
 
 
 def parse_bootstrap(servers: str) -> tuple[HostPort, ...]:
@@ -36,6 +44,8 @@ class AdminConfig:
     reconnect_backoff_max_ms: int | None = None
     socket_connection_setup_timeout_ms: int = 10_000
     socket_connection_setup_timeout_max_ms: int = 30_000
+    connector: Connector | None = field(default=None, repr=False, compare=False)
+    """Opens each broker connection (``--command-config``'s TLS and SASL); None: plain TCP."""
 
     @classmethod
     def of(cls, bootstrap_servers: str, **settings: object) -> AdminConfig:

@@ -11,10 +11,11 @@ import contextlib
 import itertools
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from quotagate.client.clock import Clock
+from quotagate.client.config import Connector
 from quotagate.client.errors import (
     ConnectError,
     KafkaError,
@@ -76,12 +77,17 @@ class BrokerConnection:
         client_id: str,
         clock: Clock,
         on_throttle: ThrottleListener,
+        connector: Connector | None = None,
     ) -> BrokerConnection:
-        """Connect, or raise ConnectError (refused, unreachable, setup timeout)."""
+        """Connect, or raise ConnectError (refused, unreachable, setup timeout, and a TLS or
+        SASL refusal when ``connector`` secures the connection)."""
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(address.host, address.port), timeout_ms / 1000
-            )
+            opening: Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
+            if connector is None:
+                opening = asyncio.open_connection(address.host, address.port)
+            else:
+                opening = connector(address, timeout_ms / 1000)
+            reader, writer = await asyncio.wait_for(opening, timeout_ms / 1000)
         except TimeoutError as exc:
             raise ConnectError(
                 f"connection to node {node_id} ({address}) not set up within {timeout_ms:.0f} ms"

@@ -146,6 +146,7 @@ class NetworkClient:
                 self._config.client_id,
                 self._clock,
                 lambda at, throttle_ms: self._throttled(state, at, throttle_ms),
+                self._config.connector,
             )
             state.api_versions = await self._negotiate(connection, deadline_ms)
         except KafkaError as exc:

@@ -13,9 +13,11 @@ from typing import Annotated
 
 import typer
 
+from quotagate.client.config import AdminConfig
 from quotagate.client.errors import KafkaError
 from quotagate.client.quotas import ClientQuotaAlteration, ClientQuotaEntity
 from quotagate.client.sync import SyncAdminClient
+from quotagate.commands.command_config import CommandConfig, admin_config
 from quotagate.quota import ClientQuotaFilter, FilterComponent
 from quotagate.quota.quota_file import QuotaFileError, load_quota_file
 
@@ -109,7 +111,9 @@ def _number(value: float) -> str:
 
 
 @app.command(context_settings=_EXTRA)
-def describe(ctx: typer.Context, bootstrap_server: Bootstrap) -> None:
+def describe(
+    ctx: typer.Context, bootstrap_server: Bootstrap, command_config: CommandConfig = None
+) -> None:
     """Show quotas; with entities, only those (a type alone matches every entity of it)."""
     components = []
     for entity_type, name in _entities(ctx):
@@ -121,7 +125,7 @@ def describe(ctx: typer.Context, bootstrap_server: Bootstrap) -> None:
             components.append(FilterComponent.of_entity(entity_type, name))
     quota_filter = ClientQuotaFilter.contains(components)
     try:
-        with SyncAdminClient(bootstrap_server) as admin:
+        with SyncAdminClient(admin_config(bootstrap_server, command_config)) as admin:
             _print_values(admin.describe_client_quotas(quota_filter))
     except KafkaError as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -138,6 +142,7 @@ def alter(
     delete_config: Annotated[
         list[str] | None, typer.Option("--delete-config", help="Key to remove (repeatable).")
     ] = None,
+    command_config: CommandConfig = None,
 ) -> None:
     """Set or remove quota values of one entity."""
     pairs = _entities(ctx)
@@ -150,13 +155,14 @@ def alter(
     if not ops:
         raise typer.BadParameter("give --add-config and/or --delete-config")
     alteration = ClientQuotaAlteration.of(dict(pairs), ops)
-    _alter(bootstrap_server, [alteration])
+    _alter(admin_config(bootstrap_server, command_config), [alteration])
 
 
 @app.command()
 def apply(
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Quota file (TOML).")],
     bootstrap_server: Bootstrap,
+    command_config: CommandConfig = None,
 ) -> None:
     """Set every quota of a quota file (what ``pipeline recommend`` writes)."""
     try:
@@ -167,12 +173,12 @@ def apply(
     alterations = [
         ClientQuotaAlteration.of(entry.entity, dict(entry.config)) for entry in quota_file.entries
     ]
-    _alter(bootstrap_server, alterations)
+    _alter(admin_config(bootstrap_server, command_config), alterations)
 
 
-def _alter(bootstrap: str, alterations: list[ClientQuotaAlteration]) -> None:
+def _alter(config: AdminConfig, alterations: list[ClientQuotaAlteration]) -> None:
     failed = False
-    with SyncAdminClient(bootstrap) as admin:
+    with SyncAdminClient(config) as admin:
         result = admin.alter_client_quotas(alterations)
     for entity, error in result.items():
         if error is None:

@@ -9,6 +9,7 @@ its error code name, message and throttle time, and the exit code is non-zero.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import typer
 
@@ -18,9 +19,9 @@ from quotagate.client import (
     NewTopic,
     SyncAdminClient,
     ThrottlingQuotaExceededError,
-    parse_bootstrap,
 )
 from quotagate.client.config import AdminConfig
+from quotagate.commands.command_config import COMMAND_CONFIG_HELP, admin_config
 
 app = typer.Typer(
     help="Create and delete topics and add partitions (KIP-599 aware).", no_args_is_help=True
@@ -29,6 +30,7 @@ app = typer.Typer(
 _BOOTSTRAP = typer.Option(
     ..., "--bootstrap-server", "-b", metavar="HOST:PORT", help="Broker or gateway to connect to."
 )
+_COMMAND_CONFIG = typer.Option(None, "--command-config", dir_okay=False, help=COMMAND_CONFIG_HELP)
 _RETRY = typer.Option(
     False,
     "--retry-on-quota-violation/--no-retry-on-quota-violation",
@@ -52,13 +54,6 @@ def describe_error(error: KafkaError) -> str:
     return text
 
 
-def _config(bootstrap_server: str) -> AdminConfig:
-    try:
-        return AdminConfig(parse_bootstrap(bootstrap_server))
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--bootstrap-server") from exc
-
-
 def _report(result: AdminResult[str], done: str, failed: str) -> None:
     """One line per topic; exit 1 if any topic failed."""
     for topic, error in result.items():
@@ -71,10 +66,10 @@ def _report(result: AdminResult[str], done: str, failed: str) -> None:
 
 
 def _run(
-    bootstrap_server: str, operation: Callable[[SyncAdminClient], AdminResult[str]]
+    config: AdminConfig, operation: Callable[[SyncAdminClient], AdminResult[str]]
 ) -> AdminResult[str]:
     try:
-        with SyncAdminClient(_config(bootstrap_server)) as admin:
+        with SyncAdminClient(config) as admin:
             return operation(admin)
     except KafkaError as exc:
         typer.echo(f"Error: {describe_error(exc)}", err=True)
@@ -96,6 +91,7 @@ def create(
     topics: list[str] = _TOPICS,
     *,
     bootstrap_server: str = _BOOTSTRAP,
+    command_config: Path | None = _COMMAND_CONFIG,
     partitions: int = typer.Option(
         -1, "--partitions", help="Partitions per topic (default: the broker's num.partitions)."
     ),
@@ -117,7 +113,7 @@ def create(
     configs = _parse_configs(config)
     new_topics = [NewTopic(name, partitions, replication_factor, configs) for name in topics]
     result = _run(
-        bootstrap_server,
+        admin_config(bootstrap_server, command_config),
         lambda admin: admin.create_topics(
             new_topics,
             timeout_ms=timeout_ms,
@@ -133,12 +129,13 @@ def delete(
     topics: list[str] = _TOPICS,
     *,
     bootstrap_server: str = _BOOTSTRAP,
+    command_config: Path | None = _COMMAND_CONFIG,
     retry_on_quota_violation: bool = _RETRY,
     timeout_ms: int | None = _TIMEOUT,
 ) -> None:
     """Delete topics."""
     result = _run(
-        bootstrap_server,
+        admin_config(bootstrap_server, command_config),
         lambda admin: admin.delete_topics(
             topics, timeout_ms=timeout_ms, retry_on_quota_violation=retry_on_quota_violation
         ),
@@ -151,6 +148,7 @@ def add_partitions(
     topics: list[str] = _TOPICS,
     *,
     bootstrap_server: str = _BOOTSTRAP,
+    command_config: Path | None = _COMMAND_CONFIG,
     partitions: int = typer.Option(
         ..., "--partitions", min=1, help="The new total number of partitions of each topic."
     ),
@@ -162,7 +160,7 @@ def add_partitions(
 ) -> None:
     """Grow topics to a new total number of partitions."""
     result = _run(
-        bootstrap_server,
+        admin_config(bootstrap_server, command_config),
         lambda admin: admin.create_partitions(
             dict.fromkeys(topics, partitions),
             timeout_ms=timeout_ms,

@@ -27,13 +27,14 @@ ReportLogFactory = Callable[[FleetSettings, str], ReportLog]
 def upstream_report_log(config: GatewayConfig, window_span_ms: int) -> ReportLogFactory:
     """The usage topics on the upstream cluster the gateway fronts, one per period."""
     bootstrap = ",".join(str(address) for address in config.bootstrap_servers)
+    security = config.upstream_security.librdkafka_config()
 
     def open_log(settings: FleetSettings, member: str) -> ReportLog:
         return RollingTopicLog(
             bootstrap,
             settings.topic,
-            # A period's topic is deleted once the next has begun: a worker that catches up
-            # reads a quota window back, so a period must be at least that long.
+            # A worker that catches up reads a quota window back and finds it in the current
+            # and the previous period only if a period is at least that long.
             roll_ms=max(settings.usage_roll_ms, -(-window_span_ms // 1000) * 1000),
             topic_config={
                 "cleanup.policy": "delete",
@@ -41,6 +42,7 @@ def upstream_report_log(config: GatewayConfig, window_span_ms: int) -> ReportLog
             },
             replication_factor=settings.replication_factor,
             client_id=f"quotagate-fleet-{member.replace('/', '-')}",
+            client_config=security,
         )
 
     return open_log

@@ -22,7 +22,13 @@ from quotagate.enforcement.stamps import ConnectionStamps
 from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
 from quotagate.enforcement.upstream_facts import UpstreamFacts, refresh_forever
 from quotagate.fleet.settings import FleetSettings
-from quotagate.gateway import ConnectionLimits, Exchange, GatewayConfig, store_settings
+from quotagate.gateway import (
+    ConnectionLimits,
+    Exchange,
+    GatewayConfig,
+    UpstreamSecurity,
+    store_settings,
+)
 from quotagate.logs import kv
 from quotagate.protocol import api_table
 from quotagate.quota import Cause, QuotaManagers, TopicBytesInQuota, principal_user, settle
@@ -48,8 +54,10 @@ class QuotaRuntime:
         gateway_id: str = "quotagate",
         bootstrap: Iterable[Any] = (),
         store: QuotaBackend | None = None,
+        upstream_security: UpstreamSecurity | None = None,
     ) -> None:
         self.settings = settings
+        self.upstream_security = upstream_security
         self.connections: ConnectionLimits | None = None
         """The gateway's connection quotas, once attached (ip ``connection_creation_rate``)."""
         self.fleet: FleetLink | None = None
@@ -99,7 +107,11 @@ class QuotaRuntime:
         if store is None:
             store = open_quota_store(store_settings(config), f"quotagate-{member or 'store'}")
         runtime = cls(
-            settings, gateway_id=config.gateway_id, bootstrap=config.bootstrap_servers, store=store
+            settings,
+            gateway_id=config.gateway_id,
+            bootstrap=config.bootstrap_servers,
+            store=store,
+            upstream_security=config.upstream_security,
         )
         fleet = fleet_settings(config)
         if fleet.exchange_enabled:
@@ -154,7 +166,11 @@ class QuotaRuntime:
             await self.fleet.start()
         if self.bootstrap:
             self._tasks.append(
-                loop.create_task(refresh_forever(self.facts, self.bootstrap, UPSTREAM_REFRESH_S))
+                loop.create_task(
+                    refresh_forever(
+                        self.facts, self.bootstrap, UPSTREAM_REFRESH_S, self.upstream_security
+                    )
+                )
             )
         # A scrape before the first housekeeping tick sees every quota family too.
         self._refresh_snapshot(_wall_ms())

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Final
 
-from quotagate.gateway import ControlChannel, build_request
+from quotagate.gateway import ControlChannel, UpstreamSecurity, build_request
 from quotagate.logs import error_text, kv
 from quotagate.protocol import api_keys, api_support, api_table
 from quotagate.protocol.host_port import HostPort
@@ -69,27 +69,29 @@ class UpstreamFacts:
         if self._learned_during_refresh is not None:
             self._learned_during_refresh[topic] = count
 
-    async def refresh(self, bootstrap: Sequence[HostPort]) -> None:
+    async def refresh(
+        self, bootstrap: Sequence[HostPort], security: UpstreamSecurity | None = None
+    ) -> None:
         """One round against the first reachable bootstrap server; raises if none is."""
         last: BaseException | None = None
         for address in bootstrap:
             try:
-                await self._refresh_from(address)
+                await self._refresh_from(address, security or UpstreamSecurity())
                 return
             except (OSError, TimeoutError, ConnectionError) as exc:
                 last = exc
         if last is not None:
             raise last
 
-    async def _refresh_from(self, address: HostPort) -> None:
+    async def _refresh_from(self, address: HostPort, security: UpstreamSecurity) -> None:
         self._learned_during_refresh = {}
         try:
-            await self._refresh_snapshot(address)
+            await self._refresh_snapshot(address, security)
         finally:
             self._learned_during_refresh = None
 
-    async def _refresh_snapshot(self, address: HostPort) -> None:
-        channel = await ControlChannel.open(address, _TIMEOUT_S)
+    async def _refresh_snapshot(self, address: HostPort, security: UpstreamSecurity) -> None:
+        channel = await ControlChannel.open(address, _TIMEOUT_S, security)
         try:
             versions = await channel.request(build_request(api_keys.API_VERSIONS, 0), _TIMEOUT_S)
             ranges = api_support.advertised_ranges(versions)
@@ -122,7 +124,7 @@ class UpstreamFacts:
         if not self._num_partitions_asked and metadata.brokers:
             # Asked once: some upstreams (tansu) drop the connection on a broker resource.
             self._num_partitions_asked = True
-            channel = await ControlChannel.open(address, _TIMEOUT_S)
+            channel = await ControlChannel.open(address, _TIMEOUT_S, security)
             try:
                 await self._learn_num_partitions(channel, ranges, int(metadata.brokers[0].node_id))
             except (OSError, TimeoutError, ConnectionError) as exc:
@@ -163,12 +165,15 @@ class UpstreamFacts:
 
 
 async def refresh_forever(
-    facts: UpstreamFacts, bootstrap: Sequence[HostPort], every_s: float
+    facts: UpstreamFacts,
+    bootstrap: Sequence[HostPort],
+    every_s: float,
+    security: UpstreamSecurity | None = None,
 ) -> None:
     """Refresh now, then every ``every_s``; failures are logged and retried."""
     while True:
         try:
-            await facts.refresh(bootstrap)
+            await facts.refresh(bootstrap, security)
         except Exception as exc:  # keep the last facts; try again later
             log.info(kv("upstream_facts_failed", error=error_text(exc)))
             await asyncio.sleep(min(every_s, 2.0))

@@ -30,6 +30,7 @@ from quotagate.gateway.stage import (
     modelled_request,
     refuse_unmodelled,
 )
+from quotagate.gateway.upstream_security import UpstreamSecurity
 from quotagate.protocol.host_port import HostPort
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "Stage",
     "StageChain",
     "StateKey",
+    "UpstreamSecurity",
     "build_request",
     "integer",
     "log_unsupported_version",

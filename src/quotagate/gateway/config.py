@@ -16,10 +16,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from quotagate.gateway.auth.authenticator import SASL_MECHANISMS, SecurityProtocol
+from quotagate.gateway.auth.authenticator import (
+    SASL_MECHANISMS,
+    SUPPORTED_SASL_MECHANISMS,
+    SecurityProtocol,
+)
+from quotagate.gateway.upstream_security import (
+    PLAINTEXT_UPSTREAM,
+    SECURITY_KEYS,
+    UpstreamSecurity,
+    UpstreamSecurityError,
+    parse_upstream_security,
+)
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from quotagate.protocol.host_port import HostPort
 from quotagate.quota.connection_quotas import canonical_ip
+from quotagate.security.principal_mapping import DEFAULT_RULES, InvalidRuleError, PrincipalMapper
 from quotagate.store.backends import StoreSettings
 
 INT32_MAX: Final = 2_147_483_647
@@ -27,6 +39,8 @@ INT64_MAX: Final = 9_223_372_036_854_775_807
 DEFAULT_QUEUED_MAX_REQUEST_BYTES: Final = 512 * 1024 * 1024
 UNBOUNDED_BYTES: Final = -1
 DEFAULT_LISTEN: Final = "127.0.0.1:9192"
+SASL_TERMINATE: Final = "terminate"
+SASL_PASSTHROUGH: Final = "passthrough"
 
 
 class ConfigError(ValueError):
@@ -46,7 +60,30 @@ class ListenerConfig:
     broker_port_count: int = 1024
     ssl_certificate_location: str | None = None
     ssl_key_location: str | None = None
+    ssl_client_auth: str = "none"
+    """Kafka's ``ssl.client.auth``: none, requested or required client certificates."""
+    ssl_ca_location: str | None = None
+    """PEM CA certificates that client certificates must chain to (``ssl.client.auth``)."""
+    ssl_principal_mapping_rules: str = DEFAULT_RULES
+    """Kafka's ``ssl.principal.mapping.rules``: certificate subject DN -> user name."""
     sasl_enabled_mechanisms: tuple[str, ...] = SASL_MECHANISMS
+    sasl_mode: str = SASL_TERMINATE
+    """``terminate``: the gateway verifies clients (its store, or OAUTHBEARER tokens against a
+    JWKS); ``passthrough``: the upstream does, over the client's own upstream connection
+    (gateway/auth/inspection.py)."""
+    oauthbearer_jwks_endpoint_url: str | None = None
+    """Kafka's ``sasl.oauthbearer.jwks.endpoint.url``: the keys OAUTHBEARER tokens are
+    verified with (needed when a terminating listener enables OAUTHBEARER)."""
+    oauthbearer_jwks_endpoint_refresh_ms: int = 3_600_000
+    oauthbearer_jwks_endpoint_retry_backoff_ms: int = 100
+    oauthbearer_jwks_endpoint_retry_backoff_max_ms: int = 10_000
+    oauthbearer_expected_audience: tuple[str, ...] = ()
+    oauthbearer_expected_issuer: str | None = None
+    oauthbearer_clock_skew_seconds: int = 30
+    oauthbearer_sub_claim_name: str = "sub"
+    """The token claim that names the principal, in both modes (terminate: of the validated
+    token; passthrough: read from the client's token, which the upstream validates)."""
+    oauthbearer_scope_claim_name: str = "scope"
     max_connections: int = INT32_MAX
     """Kafka's ``listener.name.<name>.max.connections``: the acceptor waits at this many."""
     max_connection_creation_rate: int = INT32_MAX
@@ -65,6 +102,8 @@ class GatewayConfig:
     listeners: tuple[ListenerConfig, ...] = ()
     bootstrap_servers: tuple[HostPort, ...] = ()
     """Upstream cluster; empty means: start an embedded tansu broker."""
+    upstream_security: UpstreamSecurity = PLAINTEXT_UPSTREAM
+    """TLS and SASL of every connection the gateway opens to the upstream."""
     gateway_id: str = "quotagate"
     workers: int = 1
     """Worker processes sharing every port (SO_REUSEPORT) under one supervisor."""
@@ -174,11 +213,44 @@ def _sasl_mechanisms(key: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not value:
         raise ConfigError(f'{key} must list at least one mechanism, e.g. {key} = ["SCRAM-SHA-512"]')
     for item in value:
-        if item not in SASL_MECHANISMS:
+        if item not in SUPPORTED_SASL_MECHANISMS:
             raise ConfigError(
-                f"{key}: {item!r} is not supported; choose from {', '.join(SASL_MECHANISMS)}"
+                f"{key}: {item!r} is not supported; choose from "
+                f"{', '.join(SUPPORTED_SASL_MECHANISMS)}"
             )
     return tuple(dict.fromkeys(value))
+
+
+def _url(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.startswith(("https://", "http://", "file:")):
+        raise ConfigError(
+            f"{key} = {value!r} must be an https://, http:// or file: URL, e.g. "
+            f'{key} = "https://idp.example.com/.well-known/jwks.json"'
+        )
+    return value
+
+
+def _strings(key: str, value: Any) -> tuple[str, ...]:
+    """Kafka's comma-separated list, or a TOML array of strings."""
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ConfigError(f'{key} = {value!r} must list strings, e.g. {key} = ["kafka"]')
+    return tuple(value)
+
+
+def _mapping_rules(key: str, value: Any) -> str:
+    """Kafka's ``ssl.principal.mapping.rules``, refused here as Kafka refuses it at start."""
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"{key} = {value!r} must be a string of comma-separated rules, e.g. "
+            f'{key} = "RULE:^CN=([^,]+),.*$/$1/L,DEFAULT"'
+        )
+    try:
+        PrincipalMapper.from_rules(value)
+    except InvalidRuleError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    return value
 
 
 def _per_ip_overrides(key: str, value: Any) -> tuple[tuple[str, int], ...]:
@@ -265,6 +337,9 @@ _GATEWAY_KEYS: Final[dict[str, KeySpec]] = {
 _UPSTREAM_KEYS: Final[dict[str, KeySpec]] = {
     "bootstrap.servers": ("bootstrap_servers", _host_ports),
 }
+# Only for "did you mean" and the list of known keys: the values are parsed by
+# upstream_security, never here.
+_SECURITY_HINTS: Final[dict[str, KeySpec]] = {key: ("", _str) for key in SECURITY_KEYS}
 _METRICS_KEYS: Final[dict[str, KeySpec]] = {
     "listen": ("metrics_listen", parse_host_port),
 }
@@ -281,10 +356,39 @@ _LISTENER_KEYS: Final[dict[str, KeySpec]] = {
     "broker.port.count": ("broker_port_count", integer(1, 65535)),
     "ssl.certificate.location": ("ssl_certificate_location", _str),
     "ssl.key.location": ("ssl_key_location", _str),
+    "ssl.client.auth": ("ssl_client_auth", _choice("none", "requested", "required")),
+    "ssl.ca.location": ("ssl_ca_location", _str),
+    "ssl.principal.mapping.rules": ("ssl_principal_mapping_rules", _mapping_rules),
     "sasl.enabled.mechanisms": ("sasl_enabled_mechanisms", _sasl_mechanisms),
+    "sasl.mode": ("sasl_mode", _choice(SASL_TERMINATE, SASL_PASSTHROUGH)),
+    "sasl.oauthbearer.jwks.endpoint.url": ("oauthbearer_jwks_endpoint_url", _url),
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": (
+        "oauthbearer_jwks_endpoint_refresh_ms",
+        integer(1, INT64_MAX),
+    ),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": (
+        "oauthbearer_jwks_endpoint_retry_backoff_ms",
+        integer(0, INT64_MAX),
+    ),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": (
+        "oauthbearer_jwks_endpoint_retry_backoff_max_ms",
+        integer(0, INT64_MAX),
+    ),
+    "sasl.oauthbearer.expected.audience": ("oauthbearer_expected_audience", _strings),
+    "sasl.oauthbearer.expected.issuer": ("oauthbearer_expected_issuer", _str),
+    "sasl.oauthbearer.clock.skew.seconds": ("oauthbearer_clock_skew_seconds", integer(0)),
+    "sasl.oauthbearer.sub.claim.name": ("oauthbearer_sub_claim_name", _str),
+    "sasl.oauthbearer.scope.claim.name": ("oauthbearer_scope_claim_name", _str),
     "max.connections": ("max_connections", integer(1)),
     "max.connection.creation.rate": ("max_connection_creation_rate", integer(1)),
 }
+_TERMINATE_ONLY_KEYS: Final = frozenset(
+    key
+    for key in _LISTENER_KEYS
+    if key == "sasl.enabled.mechanisms"
+    or (key.startswith("sasl.oauthbearer.") and key != "sasl.oauthbearer.sub.claim.name")
+)
+"""Listener keys a passthrough listener would ignore (the upstream decides what they say)."""
 _STORE_KEYS: Final[dict[str, KeySpec]] = {
     "path": ("store_path", _str),
     "backend": ("store_backend", _choice("sqlite", "kafka")),
@@ -330,14 +434,24 @@ def parse_config(document: Mapping[str, Any]) -> GatewayConfig:
                 f"known sections: {', '.join(known)}"
             )
     values: dict[str, Any] = {}
+    upstream = document.get("upstream", {})
+    if isinstance(upstream, dict):
+        # Security keys go to their own parser; bootstrap.servers (and typos) stay here.
+        flat = _flatten(upstream)
+        security = {k: v for k, v in flat.items() if k in SECURITY_KEYS}
+        upstream = {k: v for k, v in flat.items() if k not in SECURITY_KEYS}
+        try:
+            values["upstream_security"] = parse_upstream_security(security)
+        except UpstreamSecurityError as exc:
+            raise ConfigError(f"[upstream] {exc}") from None
     for section, keys in (
         ("gateway", _GATEWAY_KEYS),
-        ("upstream", _UPSTREAM_KEYS),
         ("metrics", _METRICS_KEYS),
         ("log", _LOG_KEYS),
         ("store", _STORE_KEYS),
     ):
         values.update(parse_section(section, document.get(section, {}), keys))
+    values.update(parse_section("upstream", upstream, {**_UPSTREAM_KEYS, **_SECURITY_HINTS}))
     listeners = document.get("listeners", [])
     if not isinstance(listeners, list):
         raise ConfigError("listeners must be an array of tables: write [[listeners]] blocks")
@@ -374,6 +488,7 @@ def store_settings(config: GatewayConfig) -> StoreSettings:
         topic=config.store_topic or f"_quotagate.{fleet_id}.config",
         replication_factor=config.store_replication_factor,
         bootstrap=",".join(str(address) for address in config.bootstrap_servers),
+        client_config=config.upstream_security.librdkafka_config(),
     )
 
 
@@ -426,6 +541,9 @@ def validate(config: GatewayConfig) -> GatewayConfig:
                 f"listener {listener.name} uses {listener.security_protocol}: set "
                 "ssl.certificate.location and ssl.key.location (PEM files)"
             )
+        _check_sasl_mode(listener)
+        _check_client_certificates(listener)
+        _check_oauthbearer(listener)
         last = listener.broker_port_start + listener.broker_port_count - 1
         if last > 65535:
             raise ConfigError(
@@ -438,6 +556,76 @@ def validate(config: GatewayConfig) -> GatewayConfig:
                 f"its broker port range {listener.broker_port_start}-{last}; move one of them"
             )
     return dataclasses.replace(config, listeners=listeners)
+
+
+def _check_client_certificates(listener: ListenerConfig) -> None:
+    """mTLS keys only where they act: client certificates on TLS listeners, mapping rules
+    where a certificate names the principal (on SASL_SSL the SASL principal wins, as in
+    Kafka, so rules there would never apply)."""
+    tls = listener.security_protocol in SecurityProtocol.TLS
+    if not tls and (listener.ssl_client_auth != "none" or listener.ssl_ca_location):
+        raise ConfigError(
+            f"listener {listener.name} uses {listener.security_protocol}: ssl.client.auth and "
+            'ssl.ca.location need security.protocol = "SSL" or "SASL_SSL"'
+        )
+    if listener.ssl_client_auth != "none" and not listener.ssl_ca_location:
+        raise ConfigError(
+            f'listener {listener.name}: ssl.client.auth = "{listener.ssl_client_auth}" '
+            "needs ssl.ca.location, the PEM file of the CA certificates client certificates "
+            "must chain to"
+        )
+    if listener.ssl_principal_mapping_rules != DEFAULT_RULES and (
+        listener.security_protocol != SecurityProtocol.SSL or listener.ssl_client_auth == "none"
+    ):
+        raise ConfigError(
+            f"listener {listener.name}: ssl.principal.mapping.rules apply to client "
+            'certificates on an SSL listener with ssl.client.auth = "requested" or '
+            '"required" (on SASL_SSL the SASL principal is used, as in Kafka)'
+        )
+
+
+def _check_sasl_mode(listener: ListenerConfig) -> None:
+    if listener.sasl_mode != SASL_PASSTHROUGH:
+        return
+    if listener.security_protocol not in SecurityProtocol.SASL:
+        raise ConfigError(
+            f'listener {listener.name}: sasl.mode = "passthrough" needs a SASL listener, but '
+            f"security.protocol = {listener.security_protocol!r}; set security.protocol = "
+            '"SASL_PLAINTEXT" or "SASL_SSL", or remove sasl.mode'
+        )
+    defaults = ListenerConfig(name=listener.name, listen=listener.listen)
+    unused = [
+        key
+        for key, (attribute, _) in _LISTENER_KEYS.items()
+        if key in _TERMINATE_ONLY_KEYS
+        and getattr(listener, attribute) != getattr(defaults, attribute)
+    ]
+    if unused:
+        raise ConfigError(
+            f"listener {listener.name}: {', '.join(unused)} apply only with sasl.mode = "
+            '"terminate"; in passthrough the upstream chooses mechanisms and validates tokens '
+            "(of the sasl.oauthbearer.* keys only sub.claim.name, the claim naming the "
+            "principal, applies): remove them"
+        )
+
+
+def _check_oauthbearer(listener: ListenerConfig) -> None:
+    enabled = (
+        listener.security_protocol in SecurityProtocol.SASL
+        and listener.sasl_mode == SASL_TERMINATE
+        and "OAUTHBEARER" in listener.sasl_enabled_mechanisms
+    )
+    if enabled and not listener.oauthbearer_jwks_endpoint_url:
+        raise ConfigError(
+            f"listener {listener.name} enables OAUTHBEARER: set "
+            "sasl.oauthbearer.jwks.endpoint.url, the JWKS whose keys sign the tokens"
+        )
+    if listener.oauthbearer_jwks_endpoint_url and not enabled:
+        raise ConfigError(
+            f"listener {listener.name} has sasl.oauthbearer.jwks.endpoint.url but no "
+            "OAUTHBEARER: add it to sasl.enabled.mechanisms on a SASL listener, e.g. "
+            'sasl.enabled.mechanisms = ["OAUTHBEARER"]'
+        )
 
 
 def _with_listener_defaults(listener: ListenerConfig) -> ListenerConfig:

@@ -33,8 +33,11 @@ from quotagate.gateway.auth.authenticator import (
     AuthResult,
     SecurityProtocol,
 )
-from quotagate.gateway.config import ListenerConfig
+from quotagate.gateway.auth.inspection import SaslInspector
+from quotagate.gateway.auth.mtls import peer_certificate
+from quotagate.gateway.config import SASL_PASSTHROUGH, ListenerConfig
 from quotagate.gateway.connection_limits import Slot
+from quotagate.gateway.control import connect_error_text, is_security_failure
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.upstream import (
@@ -44,7 +47,7 @@ from quotagate.gateway.upstream import (
     open_upstream,
     relay_buffer_limits,
 )
-from quotagate.logs import error_text, kv
+from quotagate.logs import kv
 from quotagate.protocol import api_keys, codec
 from quotagate.protocol.errors import ProtocolError
 from quotagate.protocol.framing import FrameReader
@@ -55,6 +58,7 @@ from quotagate.protocol.headers import (
     response_correlation_id,
 )
 from quotagate.protocol.host_port import HostPort
+from quotagate.security.principal import PrincipalBuilder, PrincipalError
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +94,13 @@ class ClientConnection(asyncio.Protocol):
         listener: ListenerConfig,
         pick: AddressPicker,
         slot: Slot | None = None,
+        principals: PrincipalBuilder | None = None,
     ) -> None:
-        """``slot``: this connection's place in the connection quotas, given back on close."""
+        """``slot``: this connection's place in the connection quotas, given back on close.
+        ``principals``: on an SSL listener that verifies client certificates, what turns
+        the client's certificate into its principal."""
         self._services = services
+        self._principals = principals
         self._slot = slot
         self._listener = listener
         self._pick = pick
@@ -121,6 +129,12 @@ class ClientConnection(asyncio.Protocol):
         self._mute_handle: asyncio.TimerHandle | None = None
         self._connect_task: asyncio.Task[None] | None = None
         self._authenticator: Authenticator | None = None
+        self._inspector: SaslInspector | None = None
+        security = config.upstream_security
+        # A passthrough listener's clients authenticate to the upstream themselves.
+        self._upstream_security = (
+            security.without_sasl() if listener.sasl_mode == SASL_PASSTHROUGH else security
+        )
         self._registered = False
         self._closed = False
         self._draining = False
@@ -149,7 +163,9 @@ class ClientConnection(asyncio.Protocol):
         self._registered = True
         services.metrics.connections.labels(self._listener.name).inc()
         services.metrics.connections_accepted.labels(self._listener.name).inc()
-        if self._listener.security_protocol in SecurityProtocol.SASL:
+        if self._listener.sasl_mode == SASL_PASSTHROUGH:
+            self._inspector = SaslInspector(self._listener.oauthbearer_sub_claim_name)
+        elif self._listener.security_protocol in SecurityProtocol.SASL:
             factory = services.authenticator_factory
             if factory is None:
                 self.close("no authenticator configured for a SASL listener", logging.ERROR)
@@ -162,11 +178,36 @@ class ClientConnection(asyncio.Protocol):
                     self.info.client_port,
                 )
             )
+        elif self._principals is not None:
+            if not self._certificate_principal(transport, self._principals):
+                return
         else:
             self.info.principal = ANONYMOUS
         log.debug(kv("connection_opened", id=self.info.connection_id, client=self._peer()))
         self._pause(_CONNECTING)
         self._connect_task = self._loop.create_task(self._connect_upstream())
+
+    def _certificate_principal(
+        self, transport: asyncio.BaseTransport, principals: PrincipalBuilder
+    ) -> bool:
+        """Name the connection after its client certificate; False when it was refused."""
+        try:
+            principal = principals.from_certificate(peer_certificate(transport))
+        except PrincipalError as exc:
+            # Kafka fails the connection's authentication when no rule maps the subject.
+            self.close(f"ssl principal: {exc}", logging.WARNING)
+            return False
+        self.info.principal = principal
+        log.info(
+            kv(
+                "tls_principal",
+                id=self.info.connection_id,
+                client=self._peer(),
+                listener=self._listener.name,
+                principal=principal,
+            )
+        )
+        return True
 
     async def _connect_upstream(self) -> None:
         config = self._services.config
@@ -178,6 +219,7 @@ class ClientConnection(asyncio.Protocol):
                 config.socket_connection_setup_timeout_ms / 1000,
                 config.upstream_connect_timeout_ms / 1000,
                 self._connect_failed,
+                self._upstream_security,
             )
         except UpstreamUnavailableError as exc:
             self.close(f"upstream unavailable: {exc}", logging.WARNING)
@@ -193,14 +235,16 @@ class ClientConnection(asyncio.Protocol):
         self, address: HostPort, attempt: int, delay_s: float, exc: BaseException
     ) -> None:
         self._services.metrics.upstream_connect_failures.inc()
-        log.info(
+        log.log(
+            logging.WARNING if is_security_failure(exc) else logging.INFO,
             kv(
                 "upstream_connect_failed",
                 upstream=address,
+                security=self._upstream_security.describe(),
                 attempt=attempt,
                 retry_in_ms=round(delay_s * 1000),
-                error=error_text(exc),
-            )
+                error=connect_error_text(exc),
+            ),
         )
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -408,6 +452,14 @@ class ClientConnection(asyncio.Protocol):
             result = authenticator.handle(key, header.api_version, header.correlation_id, frame[4:])
             self._apply_auth(exchange, result)
             return
+        inspector = self._inspector
+        if (
+            inspector is not None
+            and key != api_keys.API_VERSIONS
+            and (self.info.principal is None or key in _SASL_KEYS)
+        ):
+            self._pass_through(exchange, inspector, header, frame)
+            return
         for stage in chain.request_stages(key):
             exchange.stages_seen += 1
             stage.on_request(exchange)
@@ -438,18 +490,56 @@ class ClientConnection(asyncio.Protocol):
     def _apply_auth(self, exchange: Exchange, result: AuthResult) -> None:
         exchange.respond_frame(result.response)
         exchange.done = True
-        if result.principal is not None and result.principal != self.info.principal:
-            self.info.principal = result.principal
+        if result.principal is not None:
+            self._adopt(result.principal)
+        if result.close:
+            exchange.close_after_response = True
+
+    def _adopt(self, principal: str) -> None:
+        if principal != self.info.principal:
+            self.info.principal = principal
             log.info(
                 kv(
                     "authenticated",
                     id=self.info.connection_id,
                     client=self._peer(),
-                    principal=result.principal,
+                    principal=principal,
                 )
             )
-        if result.close:
+
+    def _pass_through(
+        self, exchange: Exchange, inspector: SaslInspector, header: RequestHeader, frame: bytes
+    ) -> None:
+        """SASL passthrough: the upstream authenticates; the gateway forwards and watches."""
+        if header.api_key not in _SASL_KEYS:
+            # Kafka closes a connection that sends anything else before authenticating.
+            self.close(f"api_key={header.api_key} before SASL authentication", logging.WARNING)
+            return
+        verdict = inspector.request(header, frame)
+        if verdict.close:
+            self.close(f"SASL passthrough: {verdict.reason}", logging.WARNING)
+            return
+        self._forward(exchange)
+
+    def _inspect_response(self, exchange: Exchange, inspector: SaslInspector) -> None:
+        header = exchange.header
+        frame = exchange.response_frame
+        assert frame is not None
+        verdict = inspector.response(header.api_key, header.api_version, frame)
+        if verdict.principal is not None:
+            self._adopt(verdict.principal)
+        if verdict.close:
+            # The upstream's answer goes to the client as it was sent; then the close.
+            log.info(
+                kv(
+                    "sasl_passthrough_refused",
+                    id=self.info.connection_id,
+                    client=self._peer(),
+                    reason=verdict.reason,
+                )
+            )
             exchange.close_after_response = True
+        exchange.done = True
 
     def _forward(self, exchange: Exchange) -> None:
         # acks=0 produce requests get no response from the broker: expect none.
@@ -496,6 +586,10 @@ class ClientConnection(asyncio.Protocol):
             api = self._services.metrics.api(exchange.header.api_key)
         api.observe_latency(upstream_ns / 1e9)
         exchange.response_frame = frame
+        inspector = self._inspector
+        if inspector is not None and exchange.header.api_key in _SASL_KEYS:
+            self._inspect_response(exchange, inspector)
+            return
         self._run_response_stages(exchange, exchange.stages_seen)
 
     def _run_response_stages(self, exchange: Exchange, seen: int) -> None:

@@ -1,13 +1,24 @@
 """A small request/response channel to an upstream broker for the gateway's own requests
 (start-up discovery of brokers and API versions), built on the same framing as the data path.
+
+It is also how every secured upstream connection begins: :meth:`ControlChannel.open` does the
+TLS handshake and the gateway's SASL exchange (``[upstream]``), and a client's link then takes
+the authenticated transport over (:meth:`ControlChannel.hand_over`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ssl
 from typing import Any, cast
 
+from quotagate.gateway.upstream_sasl import UpstreamAuthenticationError, authenticate
+from quotagate.gateway.upstream_security import (
+    PLAINTEXT_UPSTREAM,
+    UpstreamSecurity,
+    client_ssl_context,
+)
 from quotagate.protocol import api_table, codec
 from quotagate.protocol.framing import FrameReader
 from quotagate.protocol.headers import response_correlation_id
@@ -23,12 +34,58 @@ class ControlChannel(asyncio.Protocol):
         self._lost = asyncio.get_running_loop().create_future()
 
     @classmethod
-    async def open(cls, address: HostPort, timeout_s: float) -> ControlChannel:
+    async def open(
+        cls,
+        address: HostPort,
+        timeout_s: float,
+        security: UpstreamSecurity = PLAINTEXT_UPSTREAM,
+    ) -> ControlChannel:
+        """Connect, with TLS and the gateway's SASL as ``security`` says, within ``timeout_s``."""
+        return await asyncio.wait_for(cls._open(address, timeout_s, security), timeout_s)
+
+    @classmethod
+    async def _open(
+        cls, address: HostPort, timeout_s: float, security: UpstreamSecurity
+    ) -> ControlChannel:
         loop = asyncio.get_running_loop()
-        _, channel = await asyncio.wait_for(
-            loop.create_connection(cls, address.host, address.port), timeout_s
-        )
+        if security.uses_tls:
+            try:
+                _, channel = await loop.create_connection(
+                    cls,
+                    address.host,
+                    address.port,
+                    ssl=client_ssl_context(security),
+                    server_hostname=address.host,
+                    ssl_handshake_timeout=timeout_s,
+                )
+            except (ConnectionResetError, ConnectionAbortedError, BrokenPipeError) as exc:
+                # The TCP connection was made and dropped mid-handshake: a peer that does not
+                # speak TLS (or refuses ours), never a reason to try without it.
+                raise UpstreamTlsError(
+                    f"the upstream closed the connection during the TLS handshake ({exc!r})"
+                ) from exc
+        else:
+            _, channel = await loop.create_connection(cls, address.host, address.port)
+        if security.uses_sasl:
+            try:
+                await authenticate(channel, security, timeout_s)
+            except BaseException:
+                channel.close()
+                raise
         return channel
+
+    def hand_over(self, protocol: asyncio.Protocol) -> asyncio.Transport:
+        """Give the (authenticated) transport to ``protocol``; this channel is done with it.
+
+        The upstream sends nothing unasked, so no byte can be left behind in this channel.
+        """
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            raise ConnectionError("the upstream closed the connection after authentication")
+        self._transport = None
+        transport.set_protocol(protocol)
+        protocol.connection_made(transport)
+        return transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
@@ -41,7 +98,11 @@ class ControlChannel(asyncio.Protocol):
                 entry[0].set_result(frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        error = ConnectionError(f"upstream closed the control connection: {exc}")
+        error: Exception = ConnectionError(f"upstream closed the control connection: {exc}")
+        if isinstance(exc, ssl.SSLError):
+            # A TLS alert after the handshake (TLS 1.3 refuses a client certificate only then):
+            # kept as it is, so that it is reported as a TLS failure, with what to fix.
+            error = exc
         for future, _, _ in self._pending.values():
             if not future.done():
                 future.set_exception(error)
@@ -63,6 +124,40 @@ class ControlChannel(asyncio.Protocol):
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
+
+
+class UpstreamTlsError(ConnectionError):
+    """The TLS handshake with the upstream did not complete."""
+
+
+def is_security_failure(exc: BaseException) -> bool:
+    """A TLS or SASL refusal: waiting will not fix it, a person must."""
+    return isinstance(
+        exc, (ssl.SSLError, ssl.CertificateError, UpstreamTlsError, UpstreamAuthenticationError)
+    )
+
+
+def connect_error_text(exc: BaseException) -> str:
+    """A failed upstream connection for a log line, with what to check when it is TLS."""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (
+            f"TLS: {text}; the upstream's certificate is not trusted or does not name the host "
+            "(check [upstream] ssl.ca.location and ssl.endpoint.identification.algorithm)"
+        )
+    reason = str(getattr(exc, "reason", "") or "")
+    if isinstance(exc, ssl.SSLError) and any(
+        alert in reason for alert in ("CERTIFICATE_REQUIRED", "BAD_CERTIFICATE", "UNKNOWN_CA")
+    ):
+        return (
+            f"TLS: {text}; the upstream refused the gateway's own certificate or asked for one "
+            "(set [upstream] ssl.certificate.location and ssl.key.location)"
+        )
+    if isinstance(exc, (ssl.SSLError, UpstreamTlsError)):
+        return f"TLS: {text}; does the upstream speak TLS on this port? (security.protocol)"
+    if isinstance(exc, UpstreamAuthenticationError):
+        return f"SASL: {text}"
+    return text
 
 
 def build_request(api_key: int, api_version: int, **fields: Any) -> Any:

@@ -11,9 +11,15 @@ import logging
 from collections.abc import Callable, Iterable
 
 from quotagate.gateway.chain import StageChain
-from quotagate.gateway.control import ControlChannel, build_request
+from quotagate.gateway.control import (
+    ControlChannel,
+    build_request,
+    connect_error_text,
+    is_security_failure,
+)
 from quotagate.gateway.upstream import UpstreamHealth
-from quotagate.logs import error_text, kv
+from quotagate.gateway.upstream_security import PLAINTEXT_UPSTREAM, UpstreamSecurity
+from quotagate.logs import kv
 from quotagate.protocol import api_keys, api_support
 from quotagate.protocol.host_port import HostPort
 
@@ -28,8 +34,13 @@ async def discover(
     health: UpstreamHealth,
     chain: StageChain,
     sinks: Iterable[BrokerSink],
+    security: UpstreamSecurity = PLAINTEXT_UPSTREAM,
 ) -> None:
-    """Retry with backoff until one discovery round succeeds."""
+    """Retry with backoff until one discovery round succeeds.
+
+    A TLS or SASL failure is logged at ERROR on every attempt: it will not heal by waiting,
+    and someone has to fix a certificate or a password.
+    """
     loop = asyncio.get_running_loop()
     attempt = 0
     while True:
@@ -37,25 +48,29 @@ async def discover(
         attempt += 1
         await asyncio.sleep(health.wait_s(address, loop.time()))
         try:
-            await _discover_once(address, chain, list(sinks))
+            await _discover_once(address, chain, list(sinks), security)
         except (OSError, TimeoutError, ConnectionError) as exc:
             delay = health.failed(address, loop.time())
-            log.warning(
+            log.log(
+                logging.ERROR if is_security_failure(exc) else logging.WARNING,
                 kv(
                     "upstream_discovery_failed",
                     upstream=address,
+                    security=security.describe(),
                     attempt=attempt,
                     retry_in_ms=round(delay * 1000),
-                    error=error_text(exc),
-                )
+                    error=connect_error_text(exc),
+                ),
             )
             continue
         health.succeeded(address)
         return
 
 
-async def _discover_once(address: HostPort, chain: StageChain, sinks: list[BrokerSink]) -> None:
-    channel = await ControlChannel.open(address, _TIMEOUT_S)
+async def _discover_once(
+    address: HostPort, chain: StageChain, sinks: list[BrokerSink], security: UpstreamSecurity
+) -> None:
+    channel = await ControlChannel.open(address, _TIMEOUT_S, security)
     try:
         versions = await channel.request(build_request(api_keys.API_VERSIONS, 0), _TIMEOUT_S)
         ranges = api_support.advertised_ranges(versions)

@@ -14,12 +14,13 @@ import ssl
 
 from quotagate.gateway.acceptor import Acceptor, ProtocolFactory
 from quotagate.gateway.auth.authenticator import SecurityProtocol
+from quotagate.gateway.auth.mtls import certificate_principals
 from quotagate.gateway.builtin.broker_addresses import UnmappableBrokerError
 from quotagate.gateway.config import ListenerConfig
 from quotagate.gateway.connection import ClientConnection
 from quotagate.gateway.connection_limits import Slot
 from quotagate.gateway.services import GatewayServices
-from quotagate.gateway.tls import server_context
+from quotagate.gateway.tls import ClientAuth, server_context
 from quotagate.gateway.upstream import AddressPicker
 from quotagate.logs import kv
 from quotagate.protocol.host_port import HostPort
@@ -34,6 +35,7 @@ class Listener:
         self.config = config
         self._services = services
         self._ssl = _ssl_context(config)
+        self._principals = certificate_principals(config)
         self._acceptor: Acceptor | None = None
         self._node_ports: dict[int, int] = {}
         self.bound: HostPort | None = None
@@ -67,10 +69,10 @@ class Listener:
         )
 
     def _factory(self, pick: AddressPicker) -> ProtocolFactory:
-        services, config = self._services, self.config
+        services, config, principals = self._services, self.config, self._principals
 
         def make(slot: Slot) -> ClientConnection:
-            return ClientConnection(services, config, pick, slot)
+            return ClientConnection(services, config, pick, slot, principals)
 
         return make
 
@@ -138,4 +140,17 @@ def _ssl_context(config: ListenerConfig) -> ssl.SSLContext | None:
     if config.security_protocol not in SecurityProtocol.TLS:
         return None
     assert config.ssl_certificate_location and config.ssl_key_location
-    return server_context(config.ssl_certificate_location, config.ssl_key_location)
+    return server_context(
+        config.ssl_certificate_location,
+        config.ssl_key_location,
+        truststore=config.ssl_ca_location,
+        client_auth=_client_auth(config.ssl_client_auth),
+    )
+
+
+def _client_auth(value: str) -> ClientAuth:
+    if value == "requested":
+        return "requested"
+    if value == "required":
+        return "required"
+    return "none"

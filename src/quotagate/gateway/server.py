@@ -120,11 +120,19 @@ class Gateway:
             for plugin in reversed(started_plugins):
                 await plugin.close()
             raise
+        for warning in self.config.upstream_security.warnings:
+            log.warning(kv("upstream_config", note=warning))
         sinks = [listener.map_broker for listener in self.listeners.values()]
         loop = asyncio.get_running_loop()
         self._tasks.append(
             loop.create_task(
-                discover(self.config.bootstrap_servers, self.services.health, self.chain, sinks)
+                discover(
+                    self.config.bootstrap_servers,
+                    self.services.health,
+                    self.chain,
+                    sinks,
+                    self.config.upstream_security,
+                )
             )
         )
         self._tasks.append(loop.create_task(self._sweep()))

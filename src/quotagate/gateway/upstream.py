@@ -12,6 +12,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol, cast
 
+from quotagate.gateway.control import ControlChannel
+from quotagate.gateway.upstream_security import PLAINTEXT_UPSTREAM, UpstreamSecurity
 from quotagate.protocol.host_port import HostPort
 from quotagate.quota.backoff import ExponentialBackoff
 
@@ -107,8 +109,13 @@ async def open_upstream(
     setup_timeout_s: float,
     budget_s: float,
     on_failure: Callable[[HostPort, int, float, BaseException], None],
+    security: UpstreamSecurity = PLAINTEXT_UPSTREAM,
 ) -> asyncio.Transport:
-    """Connect, retrying with backoff until ``budget_s`` has passed."""
+    """Connect, retrying with backoff until ``budget_s`` has passed.
+
+    A TLS or SASL failure counts as a failed attempt like a refused connection: it is retried
+    with backoff and reported through ``on_failure`` every time, never retried without TLS.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + budget_s
     attempt = 0
@@ -127,9 +134,13 @@ async def open_upstream(
             await asyncio.sleep(wait)
         timeout = max(0.001, min(setup_timeout_s, deadline - loop.time()))
         try:
-            transport, _ = await asyncio.wait_for(
-                loop.create_connection(factory, address.host, address.port), timeout
-            )
+            if not (security.uses_tls or security.uses_sasl):
+                transport, _ = await asyncio.wait_for(
+                    loop.create_connection(factory, address.host, address.port), timeout
+                )
+            else:
+                channel = await ControlChannel.open(address, timeout, security)
+                transport = channel.hand_over(factory())
         except (OSError, TimeoutError) as exc:
             delay = health.failed(address, loop.time())
             attempt += 1

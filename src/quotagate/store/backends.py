@@ -8,8 +8,8 @@ cluster, so every worker and instance of a fleet reads and writes the same confi
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 from quotagate.fleet.topic_log import TopicLogError
@@ -39,6 +39,8 @@ class StoreSettings:
     replication_factor: int = -1
     bootstrap: str = ""
     """The upstream cluster (``backend = "kafka"``)."""
+    client_config: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """librdkafka security properties of the upstream (secrets among them: never printed)."""
 
     def describe(self) -> str:
         if self.backend == KAFKA:
@@ -74,6 +76,7 @@ def _table(settings: StoreSettings, client_id: str) -> ReplicatedTable:
             settings.topic,
             replication_factor=settings.replication_factor,
             client_id=client_id,
+            client_config=settings.client_config,
         )
     except TopicLogError as exc:
         raise StoreError(f"cannot open the store {settings.describe()}: {exc}") from exc

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from quotagate.fleet.topic_log import TopicLog
@@ -40,7 +40,13 @@ class ReplicatedTable:
 
     @classmethod
     def open(
-        cls, bootstrap: str, topic: str, *, replication_factor: int = -1, client_id: str
+        cls,
+        bootstrap: str,
+        topic: str,
+        *,
+        replication_factor: int = -1,
+        client_id: str,
+        client_config: Mapping[str, str] | None = None,
     ) -> ReplicatedTable:
         """Create the topic if missing (compacted, one partition) and read it to its end."""
         table = cls(
@@ -50,6 +56,7 @@ class ReplicatedTable:
                 topic_config={"cleanup.policy": "compact"},
                 replication_factor=replication_factor,
                 client_id=client_id,
+                client_config=client_config,
             )
         )
         table._log.start_in_thread(table._apply)

@@ -6,9 +6,16 @@
 //   node matrix.js throttled BOOTSTRAP TOPIC CLIENT_ID BYTES
 //     produce BYTES of 10 kB records (acks=1) as CLIENT_ID, one request at a time; prints
 //     {"seconds", "bytes"}. KafkaJS honours throttle_time_ms (KIP-219) on top of the muting.
+//
+// KAFKAJS_SASL (JSON, KafkaJS's sasl option, e.g. {"mechanism": "scram-sha-512", "username":
+// ..., "password": ...}) and KAFKAJS_CA (a PEM file: TLS trusting it) secure the connections.
 'use strict'
 
+const fs = require('fs')
 const { Kafka, logLevel } = require('kafkajs')
+
+const sasl = process.env.KAFKAJS_SASL ? JSON.parse(process.env.KAFKAJS_SASL) : undefined
+const ssl = process.env.KAFKAJS_CA ? { ca: [fs.readFileSync(process.env.KAFKAJS_CA)] } : undefined
 
 const [mode, bootstrap, topic, ...rest] = process.argv.slice(2)
 
@@ -18,6 +25,8 @@ function client(clientId) {
     brokers: [bootstrap],
     logLevel: logLevel.ERROR,
     retry: { retries: 10, initialRetryTime: 100 },
+    sasl,
+    ssl,
   })
 }
 

@@ -16,13 +16,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-ANONYMOUS: Final = "User:ANONYMOUS"
+from quotagate.security.principal import ANONYMOUS
+
+__all__ = [
+    "ANONYMOUS",
+    "SASL_AUTHENTICATE",
+    "SASL_HANDSHAKE",
+    "SASL_MECHANISMS",
+    "SUPPORTED_SASL_MECHANISMS",
+    "AuthContext",
+    "AuthResult",
+    "Authenticator",
+    "AuthenticatorFactory",
+    "SecurityProtocol",
+]
 
 SASL_HANDSHAKE: Final = 17
 SASL_AUTHENTICATE: Final = 36
 
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-"""The SASL mechanisms the gateway can terminate (``sasl.enabled.mechanisms`` default)."""
+"""The SASL mechanisms enabled by default (``sasl.enabled.mechanisms``)."""
+SUPPORTED_SASL_MECHANISMS: Final = (*SASL_MECHANISMS, "OAUTHBEARER")
+"""The SASL mechanisms the gateway can terminate; OAUTHBEARER needs a JWKS endpoint."""
 
 
 class SecurityProtocol:

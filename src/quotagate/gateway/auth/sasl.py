@@ -31,15 +31,18 @@ from quotagate.gateway.auth.authenticator import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     SASL_MECHANISMS,
+    SUPPORTED_SASL_MECHANISMS,
     AuthContext,
     AuthResult,
 )
 from quotagate.gateway.auth.mechanism import MechanismServer, SaslError
+from quotagate.gateway.auth.oauthbearer import OAUTHBEARER, OAuthBearerServer, TokenValidator
 from quotagate.gateway.auth.plain import PLAIN, PlainServer
 from quotagate.gateway.auth.scram import ScramServer
 from quotagate.protocol import codec
 from quotagate.protocol.bounds import LengthError, check_body
 from quotagate.protocol.framing import with_size_prefix
+from quotagate.security.principal import PrincipalBuilder
 from quotagate.store.scram import ScramKeys, ScramMechanism
 
 log = logging.getLogger(__name__)
@@ -79,10 +82,13 @@ class SaslAuthenticator:
         credentials: CredentialSource,
         mechanisms: Sequence[str],
         decoy_secret: bytes,
+        tokens: TokenValidator | None = None,
     ) -> None:
+        """``tokens`` validates OAUTHBEARER tokens; without it OAUTHBEARER is never offered."""
         self._context = context
+        self._tokens = tokens
         self._credentials = credentials
-        self._mechanisms = tuple(mechanisms)
+        self._mechanisms = tuple(m for m in mechanisms if m != OAUTHBEARER or tokens is not None)
         self._decoy_secret = decoy_secret
         self._state = _State.HANDSHAKE
         self._server: MechanismServer | None = None
@@ -207,7 +213,7 @@ class SaslAuthenticator:
         if not server.complete:
             return None
         self._state = _State.COMPLETE
-        principal = f"User:{server.username}"
+        principal = PrincipalBuilder.from_sasl(server.username)
         log.info(
             "SASL: %s authenticated as %s via %s on listener %s",
             f"{self._context.peer_host}:{self._context.peer_port}",
@@ -220,6 +226,10 @@ class SaslAuthenticator:
     def _new_server(self, mechanism: str) -> MechanismServer:
         if mechanism == PLAIN:
             return PlainServer(self._credentials.verify_password)
+        if mechanism == OAUTHBEARER:
+            assert self._tokens is not None  # only offered with a validator
+            peer = f"{self._context.peer_host}:{self._context.peer_port}"
+            return OAuthBearerServer(self._tokens, peer)
         return ScramServer(
             ScramMechanism.from_name(mechanism), self._credentials.get, self._decoy_secret
         )
@@ -262,8 +272,11 @@ class SaslAuthenticatorFactory:
         credentials: CredentialSource,
         mechanisms: Sequence[str] = SASL_MECHANISMS,
         listener_mechanisms: Mapping[str, Sequence[str]] | None = None,
+        listener_tokens: Mapping[str, TokenValidator] | None = None,
     ) -> None:
+        """``listener_tokens``: the OAUTHBEARER token validator of each listener that has one."""
         self._credentials = credentials
+        self._listener_tokens = dict(listener_tokens or {})
         self._mechanisms = _checked(mechanisms)
         self._listener_mechanisms = {
             name: _checked(names) for name, names in (listener_mechanisms or {}).items()
@@ -276,16 +289,20 @@ class SaslAuthenticatorFactory:
 
     def __call__(self, context: AuthContext) -> SaslAuthenticator:
         return SaslAuthenticator(
-            context, self._credentials, self.mechanisms(context.listener), self._decoy_secret
+            context,
+            self._credentials,
+            self.mechanisms(context.listener),
+            self._decoy_secret,
+            self._listener_tokens.get(context.listener),
         )
 
 
 def _checked(mechanisms: Sequence[str]) -> tuple[str, ...]:
-    unknown = [m for m in mechanisms if m not in SASL_MECHANISMS]
+    unknown = [m for m in mechanisms if m not in SUPPORTED_SASL_MECHANISMS]
     if unknown:
         raise ValueError(
             f"unsupported SASL mechanism(s) {', '.join(unknown)};"
-            f" supported: {', '.join(SASL_MECHANISMS)}"
+            f" supported: {', '.join(SUPPORTED_SASL_MECHANISMS)}"
         )
     if not mechanisms:
         raise ValueError("a SASL listener needs at least one enabled mechanism")

@@ -54,6 +54,13 @@ def decode_saslname(saslname: str) -> str:
     return saslname.replace("=2C", ",").replace("=3D", "=")
 
 
+def client_first_username(text: str) -> str | None:
+    """The user a client-first message names (``=2C``/``=3D`` decoded), None if it is not one;
+    for SASL passthrough, which reads the name but lets the upstream judge the rest."""
+    match = _CLIENT_FIRST.fullmatch(text)
+    return None if match is None else decode_saslname(match["saslname"])
+
+
 def default_nonce() -> str:
     # token_urlsafe yields [A-Za-z0-9_-]: printable, never ','.
     return secrets.token_urlsafe(24)

@@ -1,0 +1,99 @@
+"""The gateway as a SASL client of its upstream: SaslHandshake then SaslAuthenticate rounds,
+as Kafka's SaslClientAuthenticator sends them, on a freshly opened upstream connection.
+
+Runs over a :class:`~quotagate.gateway.control.ControlChannel` before the connection carries
+anything else; a refusal raises :class:`UpstreamAuthenticationError` with the upstream's own
+message (never a credential).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any, Protocol
+
+from kio.schema.sasl_authenticate.v1 import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1 import SaslHandshakeRequest
+
+from quotagate.gateway.auth.mechanism import SaslError
+from quotagate.gateway.auth.oauth_token import OAuthTokenRefusedError, OAuthTokenSource
+from quotagate.gateway.auth.scram_client import ScramClient
+from quotagate.gateway.upstream_security import OAUTHBEARER, PLAIN, UpstreamSecurity
+from quotagate.security.oauthbearer_message import client_initial_response
+from quotagate.store.scram import ScramMechanism, salted_password
+
+
+class UpstreamAuthenticationError(ConnectionError):
+    """The upstream refused the gateway's credentials (or spoke SASL wrongly)."""
+
+
+class RequestChannel(Protocol):
+    async def request(self, body: Any, timeout_s: float) -> Any: ...
+
+
+@functools.lru_cache(maxsize=64)
+def cached_salted_password(
+    mechanism: ScramMechanism, password: str, salt: bytes, iterations: int
+) -> bytes:
+    """PBKDF2 once per (salt, iterations): every client link authenticates with the same
+    credentials, and thousands of iterations per connection would cost milliseconds each."""
+    return salted_password(mechanism, password, salt, iterations)
+
+
+@functools.lru_cache(maxsize=8)
+def token_source(spec: UpstreamSecurity) -> OAuthTokenSource:
+    """One token cache per spec for the whole process."""
+    assert spec.oauth is not None
+    return OAuthTokenSource(spec.oauth)
+
+
+async def authenticate(channel: RequestChannel, spec: UpstreamSecurity, timeout_s: float) -> None:
+    mechanism = spec.sasl_mechanism
+    assert mechanism is not None
+    # v1 of both, as Kafka's clients send them (v0's bare tokens predate KIP-152).
+    handshake = await channel.request(SaslHandshakeRequest(mechanism=mechanism), timeout_s)
+    if int(handshake.error_code) != 0:
+        raise UpstreamAuthenticationError(
+            f"the broker refused SASL mechanism {mechanism} (error {int(handshake.error_code)}); "
+            f"it offers {', '.join(handshake.mechanisms) or 'none'}: set [upstream] "
+            "sasl.mechanism to one of those"
+        )
+
+    async def round_trip(token: bytes) -> bytes:
+        response = await channel.request(SaslAuthenticateRequest(auth_bytes=token), timeout_s)
+        if int(response.error_code) != 0:
+            raise UpstreamAuthenticationError(
+                f"the broker refused the {mechanism} credentials: "
+                f"{response.error_message or f'error {int(response.error_code)}'}"
+            )
+        return bytes(response.auth_bytes)
+
+    if mechanism == PLAIN:
+        assert spec.sasl_username is not None and spec.sasl_password is not None
+        await round_trip(f"\0{spec.sasl_username}\0{spec.sasl_password.reveal()}".encode())
+    elif mechanism == OAUTHBEARER:
+        try:
+            token = await token_source(spec).token()
+        except OAuthTokenRefusedError as exc:
+            raise UpstreamAuthenticationError(f"OAUTHBEARER: {exc}") from None
+        reply = await round_trip(client_initial_response(token))
+        if reply:
+            # RFC 7628 §3.2.2: an error challenge; the client answers \x01 and the server fails.
+            detail = reply.decode("utf-8", "replace")
+            with contextlib.suppress(UpstreamAuthenticationError):
+                await round_trip(b"\x01")
+            raise UpstreamAuthenticationError(f"the broker refused the OAUTHBEARER token: {detail}")
+    else:
+        assert spec.sasl_username is not None and spec.sasl_password is not None
+        client = ScramClient(
+            ScramMechanism.from_name(mechanism),
+            spec.sasl_username,
+            spec.sasl_password.reveal(),
+            salted=cached_salted_password,
+        )
+        try:
+            server_first = await round_trip(client.first())
+            server_final = await round_trip(client.final(server_first))
+            client.verify(server_final)
+        except SaslError as exc:
+            raise UpstreamAuthenticationError(f"{mechanism} with the broker: {exc}") from None

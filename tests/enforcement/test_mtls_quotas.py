@@ -1,0 +1,210 @@
+"""Client certificates name the user a quota holds: mTLS through the real gateway to tansu.
+
+A CA, the gateway's certificate and two client certificates (``CN=alice,OU=eng,O=corp`` and
+``CN=bob,OU=eng,O=corp``) are made by the test; the SSL listener requires client
+certificates and maps subjects with ``RULE:^.*CN=([a-z]+).*$/$1/L,DEFAULT``. A
+``producer_byte_rate`` on ``User:alice`` holds alice's greedy confluent-kafka producer to the
+quota while bob's runs free. The quota windows are 2 x 1 s, as in test_byte_rates (why there).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaProducer
+
+from quotagate.store.quotas import Change
+from support.certificates import CertificateAuthority, Leaf
+from support.greedy import produce_rate, produce_until, usage_rows
+
+pytestmark = pytest.mark.integration
+
+QUOTA = 300_000
+WARM_UP_S = 4.0
+MEASURE_S = 15.0
+RULES = "RULE:^.*CN=([a-z]+).*$/$1/L,DEFAULT"
+WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1}
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    authority = CertificateAuthority(tmp_path_factory.mktemp("mtls"))
+    return {
+        "ca": authority.certificate,
+        "server": authority.server(),
+        "alice": authority.client("CN=alice,OU=eng,O=corp", "alice"),
+        "bob": authority.client("CN=bob,OU=eng,O=corp", "bob"),
+        "carol": authority.client("OU=sales,O=corp", "carol"),
+        "stranger": CertificateAuthority(tmp_path_factory.mktemp("other"), "other CA").client(
+            "CN=alice,OU=eng,O=corp", "stranger"
+        ),
+    }
+
+
+def _listener(
+    pki: dict[str, Any], client_auth: str = "required", rules: str = RULES
+) -> dict[str, Any]:
+    server: Leaf = pki["server"]
+    return {
+        "ssl_certificate_location": str(server.certificate),
+        "ssl_key_location": str(server.key),
+        "ssl_client_auth": client_auth,
+        "ssl_ca_location": str(pki["ca"]),
+        "ssl_principal_mapping_rules": rules,
+    }
+
+
+def _client(bootstrap: str, pki: dict[str, Any], who: str | None) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(pki["ca"]),
+    }
+    if who is not None:
+        issued: Leaf = pki[who]
+        config["ssl.certificate.location"] = str(issued.certificate)
+        config["ssl.key.location"] = str(issued.key)
+    return config
+
+
+def test_a_user_quota_holds_the_certificate_it_names(
+    quota_tansu: Any, start_quota_gateway: Any, pki: dict[str, Any], tmp_path: Path
+) -> None:
+    usage = tmp_path / "usage"
+    gateway = start_quota_gateway(
+        quota_tansu.bootstrap,
+        quotas=WINDOWS,
+        usage={"path": str(usage)},
+        security_protocol="SSL",
+        listener=_listener(pki),
+    )
+    gateway.runtime.alter_client_quotas(
+        [Change({"user": "alice"}, "producer_byte_rate", float(QUOTA))], "test", "test"
+    )
+    topic = f"mtls-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(_client(gateway.bootstrap, pki, "bob"))
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    start = time.time()
+    stop_at = start + WARM_UP_S + MEASURE_S + 1
+    errors: dict[str, list[str]] = {"alice": [], "bob": []}
+    threads = [
+        threading.Thread(
+            target=produce_until,
+            args=(_client(gateway.bootstrap, pki, who), topic, stop_at, errors[who]),
+        )
+        for who in errors
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    gateway.stop()
+    assert errors == {"alice": [], "bob": []}
+    rows = usage_rows(usage)
+    measured_from = start + WARM_UP_S
+    alice = produce_rate(rows, "User:alice", measured_from, MEASURE_S)
+    bob = produce_rate(rows, "User:bob", measured_from, MEASURE_S)
+    assert 0.95 * QUOTA <= alice <= 1.05 * QUOTA, alice / QUOTA
+    assert bob > 1.5 * QUOTA, bob / QUOTA
+    assert not [r for r in rows if r["principal"] == "User:bob" and r["throttle_ms"] > 0]
+    assert {r["principal"] for r in rows} == {"User:alice", "User:bob"}
+
+
+def _authentication_error(config: dict[str, Any]) -> list[KafkaError]:
+    """The errors a producer reports while it tries to reach the gateway for a few seconds."""
+    errors: list[KafkaError] = []
+    producer = Producer({**config, "error_cb": errors.append, "message.timeout.ms": 3000})
+    deadline = time.time() + 10
+    while time.time() < deadline and not errors:
+        producer.poll(0.2)
+    producer.flush(0)
+    return errors
+
+
+@pytest.mark.parametrize("who", [None, "stranger"])
+def test_without_a_trusted_certificate_there_is_no_connection(
+    quota_tansu: Any, start_quota_gateway: Any, pki: dict[str, Any], who: str | None
+) -> None:
+    gateway = start_quota_gateway(
+        quota_tansu.bootstrap, security_protocol="SSL", listener=_listener(pki)
+    )
+    errors = _authentication_error(_client(gateway.bootstrap, pki, who))
+    assert errors, "the client never reported the refused handshake"
+    assert {e.code() for e in errors} <= {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._SSL,
+        KafkaError._AUTHENTICATION,
+    }, [e.str() for e in errors]
+
+
+def test_a_subject_no_rule_maps_is_refused_with_a_log_line(
+    quota_tansu: Any,
+    start_quota_gateway: Any,
+    pki: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="quotagate")
+    gateway = start_quota_gateway(
+        quota_tansu.bootstrap,
+        security_protocol="SSL",
+        listener=_listener(pki, rules="RULE:^CN=([a-z]+),.*$/$1/"),
+    )
+    assert _authentication_error(_client(gateway.bootstrap, pki, "carol"))
+    closed = [r.getMessage() for r in caplog.records if "connection_closed" in r.getMessage()]
+    assert any("Failed to map name for 'OU=sales,O=corp'" in line for line in closed), closed
+
+
+def test_requested_without_a_certificate_is_anonymous(
+    quota_tansu: Any,
+    start_quota_gateway: Any,
+    pki: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="quotagate")
+    gateway = start_quota_gateway(
+        quota_tansu.bootstrap, security_protocol="SSL", listener=_listener(pki, "requested")
+    )
+    for who, principal in ((None, "User:ANONYMOUS"), ("bob", "User:bob")):
+        caplog.clear()
+        producer = Producer(_client(gateway.bootstrap, pki, who))
+        producer.produce(f"anon-{uuid.uuid4().hex[:6]}", b"x")
+        producer.flush(10)
+        lines = [r.getMessage() for r in caplog.records if "tls_principal" in r.getMessage()]
+        assert lines and all(line.endswith(f"principal={principal}") for line in lines), lines
+
+
+def test_kafka_python_is_named_by_its_certificate_too(
+    quota_tansu: Any,
+    start_quota_gateway: Any,
+    pki: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Python's ssl module on the client side, where librdkafka uses OpenSSL directly.
+    caplog.set_level(logging.INFO, logger="quotagate")
+    gateway = start_quota_gateway(
+        quota_tansu.bootstrap, security_protocol="SSL", listener=_listener(pki)
+    )
+    alice: Leaf = pki["alice"]
+    producer = KafkaProducer(
+        bootstrap_servers=gateway.bootstrap,
+        security_protocol="SSL",
+        ssl_cafile=str(pki["ca"]),
+        ssl_certfile=str(alice.certificate),
+        ssl_keyfile=str(alice.key),
+    )
+    try:
+        producer.send(f"kp-{uuid.uuid4().hex[:6]}", b"x").get(timeout=30)
+    finally:
+        producer.close(10)
+    lines = [r.getMessage() for r in caplog.records if "tls_principal" in r.getMessage()]
+    assert lines and all(line.endswith("principal=User:alice") for line in lines), lines
