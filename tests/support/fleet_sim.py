@@ -177,7 +177,7 @@ def run_fleet(
                 if hub_ms:
                     for peer in live:
                         if peer is not worker and peer.ledger is not None:
-                            peer.ledger.absorb(report, now)
+                            peer.ledger.absorb(report, now, local=True)
         for worker in live:
             if leave and leave.get(worker.name) == now - T0:
                 assert worker.ledger is not None

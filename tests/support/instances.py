@@ -44,11 +44,13 @@ class Instance:
         upstream_keys: dict[str, str] | None = None,
         windows: tuple[int, int] = (2, 1),
         fleet: str = "",
+        fleet_id: str | None = None,
     ) -> None:
         """``gateway``, ``fleet``: more lines of those sections, e.g.
         ``"max.connections.per.ip" = 1``; ``upstream_keys``: ``[upstream]`` security keys
         (TLS, SASL), for the store too; ``windows``: quota.window.num and .size.seconds
-        (2 x 1 s by default, which makes 20 s measurable; Kafka's are 11 x 1 s)."""
+        (2 x 1 s by default, which makes 20 s measurable; Kafka's are 11 x 1 s); instances
+        given the same ``fleet_id`` and ``store_topic`` are one fleet."""
         upstream_keys = upstream_keys or {}
         tmp.mkdir(parents=True, exist_ok=True)
         self.tmp = tmp
@@ -81,7 +83,7 @@ class Instance:
             f'[quotas]\n"quota.window.num" = {windows[0]}\n'
             f'"quota.window.size.seconds" = {windows[1]}\n'
             '"super.users" = ["User:ANONYMOUS"]\n'
-            f'[fleet]\nid = "f-{uuid.uuid4().hex[:6]}"\n'
+            f'[fleet]\nid = "{fleet_id or "f-" + uuid.uuid4().hex[:6]}"\n'
             f'"exchange.enabled" = {str(exchange).lower()}\n{fleet}\n'
         )
         self.process = subprocess.Popen(

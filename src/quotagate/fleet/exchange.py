@@ -209,4 +209,4 @@ class FleetExchange:
     def _on_hub_report(self, value: bytes) -> None:
         report = self._decode(b"hub", value)
         if report is not None:
-            self.ledger.absorb(report, self._clock())
+            self.ledger.absorb(report, self._clock(), local=True)

@@ -52,6 +52,9 @@ class _Peer:
     seq: int = 0
     """The newest report of this incarnation absorbed; an older one arriving late (from
     another path or another topic of the rolled log) carries nothing new."""
+    heard_locally_ms: int = -(2**62)
+    """When its last report came through the instance's hub: a peer on the same host is
+    heard at once whatever the upstream does."""
     filled_until_ms: int = 0
     """The fair-share fallback has been recorded up to here while silent."""
     baselines: dict[UsageKey, float] = field(default_factory=dict)
@@ -169,14 +172,17 @@ class FleetLedger:
 
     # -- what the fleet tells this worker ------------------------------------------------
 
-    def absorb(self, report: FleetReport, now_ms: int) -> None:
-        """Record a peer's new usage here (at ``now_ms``); one's own report is an echo."""
+    def absorb(self, report: FleetReport, now_ms: int, *, local: bool = False) -> None:
+        """Record a peer's new usage here (at ``now_ms``); one's own report is an echo.
+        ``local``: it came through the instance's hub, not the upstream."""
         if report.member == self.member and report.incarnation == self.incarnation:
             self._echo(report.seq, now_ms)
             return
         peer = self._peer_for(report, now_ms)
         if peer is None:
             return
+        if local:
+            peer.heard_locally_ms = now_ms
         if report.seq <= peer.seq:
             peer.last_heard_ms = max(peer.last_heard_ms, now_ms)
             return
@@ -188,7 +194,7 @@ class FleetLedger:
                 self.farewells += 1
             return
         peer.last_heard_ms = now_ms
-        if self.exchange_healthy(now_ms):
+        if local or self.exchange_healthy(now_ms):
             peer.state = PeerState.LIVE
         self._record_usage(peer, report, now_ms)
 
@@ -275,7 +281,9 @@ class FleetLedger:
                 del self._peers[member]
                 forgotten.append(member)
                 continue
-            if peer.state is PeerState.LIVE and (quiet_ms > self.silence_ms or not healthy):
+            direct = now_ms - peer.heard_locally_ms <= self.silence_ms
+            late = not healthy and not direct  # only the upstream could tell, and it is late
+            if peer.state is PeerState.LIVE and (quiet_ms > self.silence_ms or late):
                 # Its reports cover its usage until about one exchange delay before they
                 # were heard: the fair share fills in from there.
                 peer.state = PeerState.SILENT
