@@ -352,3 +352,15 @@ def test_throttles_scale_by_the_share_left_to_the_live_while_peers_are_assumed()
     _hear_self(b, T0 + 495, T0 + 500)
     b.ledger.tick(T0 + 500)
     assert b.managers.produce.fallback_scale == {}
+
+
+def test_a_peer_heard_through_the_hub_stays_live_while_the_upstream_is_late() -> None:
+    local, remote, b = Worker("gw-a/0"), Worker("gw-b/0"), Worker("gw-a/1")
+    exchange(local, remote, b, now_ms=T0)
+    _hear_self(b, T0 + 100, T0 + 100 + SILENCE + 1)  # the upstream runs late
+    b.ledger.absorb(local.ledger.report(), T0 + 450, local=True)
+    b.ledger.absorb(remote.ledger.report(), T0 + 450)
+    b.ledger.tick(T0 + 500)
+    states = {m.member: m.state for m in b.ledger.members()}
+    assert states == {"gw-a/0": PeerState.LIVE, "gw-b/0": PeerState.SILENT}
+    assert b.managers.produce.fallback_scale == {}  # nothing carried yet: nothing assumed
