@@ -8,9 +8,14 @@ machines: a peer's usage is recorded at the receiver's time of arrival.
 
 Liveness, checked by :meth:`FleetLedger.tick` every interval:
 
-* a peer not heard from for ``silence_ms`` is *silent*: for every key it carried, this
-  worker records on its behalf the key's quota divided by the number of members, as if it
-  used its fair share (never "fully open": a silent peer may still be serving clients);
+* the exchange is *healthy* while this worker reads its own reports back within
+  ``silence_ms`` of publishing them; later than that, what it hears is too old to act on;
+* a peer not heard from for ``silence_ms``, or any peer while the exchange is unhealthy
+  (unless it is heard directly, through the instance's hub), is *silent*: for every key it
+  carried, this worker records on its behalf the key's quota divided by the number of
+  members, as if it used its fair share (never "fully open": a silent peer may still be
+  serving clients), and scales its own throttles on that key to the share the live members
+  are left with;
 * what was filled in stands in for the peer's usage, not beside it: when its reports arrive
   after all (it was only slow, or this worker was), the fill-in is deducted from them, so a
   slow peer is not counted twice;
