@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from quotagate.cli import app
-from quotagate.commands.quotas import EntityArgsError, parse_entity_args
+from quotagate.commands.entity_options import EntityArgsError, parse_entity_args
 from quotagate.quota import QuotaFile, QuotaFileEntry, dump_quota_file
 
 runner = CliRunner()
@@ -70,7 +70,7 @@ def test_quotas_alter_describe_apply_through_the_gateway(
         ["quotas", "alter", *b, "--entity-type", "users", "--entity-name", "bob",
          "--add-config", "producer_byte_rate=1.5"],
     )  # fmt: skip
-    assert invalid.exit_code == 1
+    assert invalid.exit_code == 3  # refused by the gateway (commands/exit_codes.py)
     assert "cannot be a fractional value" in invalid.output
 
 

@@ -30,8 +30,7 @@ def _changes(settings: StoreSettings) -> None:
 
 def _summary(settings: StoreSettings) -> list[tuple[str, str, float | None, float | None]]:
     return [
-        (e.principal, e.target, e.old_value, e.new_value)
-        for e in client_quota_history(settings)
+        (e.principal, e.target, e.old_value, e.new_value) for e in client_quota_history(settings)
     ]
 
 
