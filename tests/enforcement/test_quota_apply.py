@@ -81,6 +81,12 @@ def test_plan_prune_dry_run_and_check(
         "+ add user=carol: producer_byte_rate (none) -> 100",
         "Plan: 1 to add, 1 to change, 1 to remove.",
     ]
+    scoped = _invoke("apply", f, "-b", b, "--plan", "--prune", "--entity-type", "users",
+                     "--entity-name", "bob")  # fmt: skip
+    assert scoped.stdout.splitlines() == [
+        "- remove user=bob: producer_byte_rate 500 -> (none), request_percentage 10 -> (none)",
+        "Plan: 0 to add, 0 to change, 1 to remove.",
+    ]
     as_json = json.loads(_invoke("apply", f, "-b", b, "--plan", "--prune", "-o", "json").stdout)
     assert [(p["action"], p["entity"][0]["entity_name"]) for p in as_json] == [
         ("change", "alice"), ("remove", "bob"), ("add", "carol"),

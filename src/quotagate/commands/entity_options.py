@@ -145,5 +145,10 @@ def parse_entity_args(args: list[str]) -> list[tuple[str, str | None]]:
     return pairs
 
 
+def matches(entity: dict[str, str | None], pairs: list[tuple[str, str | None]]) -> bool:
+    """Every pair given is a part of the entity; an empty name stands for any name."""
+    return all(kind in entity and (name == "" or entity[kind] == name) for kind, name in pairs)
+
+
 def _kafka_name(entity_type: str) -> str:
     return next(k for k, v in ENTITY_TYPES.items() if v == entity_type)

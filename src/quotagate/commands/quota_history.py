@@ -24,6 +24,7 @@ from quotagate.commands.entity_options import (
     EntityName,
     EntityType,
     entity_pairs,
+    matches,
 )
 from quotagate.commands.users import resolve_store
 from quotagate.store.backends import StoreError
@@ -69,11 +70,6 @@ def parse_since(text: str, now_ms: int) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
     return int(moment.timestamp() * 1000)
-
-
-def matches(entity: dict[str, str | None], pairs: list[tuple[str, str | None]]) -> bool:
-    """Every pair given is a part of the entity; an empty name stands for any name."""
-    return all(kind in entity and (name == "" or entity[kind] == name) for kind, name in pairs)
 
 
 def history(

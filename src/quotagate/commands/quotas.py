@@ -9,6 +9,7 @@ order: ``--entity-type users --entity-name alice --entity-type clients --entity-
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from enum import StrEnum
 from pathlib import Path
@@ -28,6 +29,7 @@ from quotagate.commands.entity_options import (
     EntityName,
     EntityType,
     entity_pairs,
+    matches,
 )
 from quotagate.commands.quota_history import history
 from quotagate.commands.quota_plan import EntityPlan, plan, summary
@@ -52,6 +54,15 @@ class Output(StrEnum):
     json = "json"
 
 
+TimeoutMs = Annotated[
+    int | None,
+    typer.Option(
+        "--timeout-ms",
+        min=1,
+        help="Time allowed for each call to the gateway, retries included (default 60000); "
+        "past it the command exits 4.",
+    ),
+]
 OutputOption = Annotated[
     Output, typer.Option("--output", "-o", help="text (as kafka-configs prints) or json.")
 ]
@@ -99,6 +110,13 @@ def _print_values(values: dict[ClientQuotaEntity, dict[str, float]], output: Out
         typer.echo(f"Quota configs for {entity} are {rendered}")
 
 
+def _config(bootstrap: str, command_config: Path | None, timeout_ms: int | None) -> AdminConfig:
+    config = admin_config(bootstrap, command_config)
+    if timeout_ms is None:
+        return config
+    return dataclasses.replace(config, default_api_timeout_ms=timeout_ms)
+
+
 def _describe_all(admin: SyncAdminClient) -> dict[ClientQuotaEntity, dict[str, float]]:
     return admin.describe_client_quotas(ClientQuotaFilter.contains([]))
 
@@ -117,6 +135,7 @@ def describe(
     entity_default: EntityDefault = 0,
     output: OutputOption = Output.text,
     command_config: CommandConfig = None,
+    timeout_ms: TimeoutMs = None,
 ) -> None:
     """Show quotas; with entities, only those (a type alone matches every entity of it)."""
     components = []
@@ -129,7 +148,7 @@ def describe(
             components.append(FilterComponent.of_entity(kind, name))
     quota_filter = ClientQuotaFilter.contains(components)
     try:
-        with SyncAdminClient(admin_config(bootstrap_server, command_config)) as admin:
+        with SyncAdminClient(_config(bootstrap_server, command_config, timeout_ms)) as admin:
             values = admin.describe_client_quotas(quota_filter)
     except KafkaError as exc:
         raise _fail(exc) from None
@@ -155,6 +174,7 @@ def alter(
         typer.Option("--dry-run", help="Have the gateway validate only (validate_only)."),
     ] = False,
     command_config: CommandConfig = None,
+    timeout_ms: TimeoutMs = None,
 ) -> None:
     """Set or remove quota values of one entity."""
     pairs = entity_pairs(ctx)
@@ -173,13 +193,17 @@ def alter(
             "give --add-config KEY=VALUE and/or --delete-config KEY", param_hint="--add-config"
         )
     alteration = ClientQuotaAlteration.of(dict(pairs), ops)
-    _alter(admin_config(bootstrap_server, command_config), [alteration], validate_only)
+    _alter(_config(bootstrap_server, command_config, timeout_ms), [alteration], validate_only)
 
 
-@app.command(epilog=_EPILOG)
+@app.command(cls=EntityCommand, epilog=_EPILOG)
 def apply(
+    ctx: typer.Context,
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Quota file (TOML).")],
     bootstrap_server: Bootstrap,
+    entity_type: EntityType = None,
+    entity_name: EntityName = None,
+    entity_default: EntityDefault = 0,
     show_plan: Annotated[
         bool,
         typer.Option(
@@ -206,11 +230,15 @@ def apply(
     ] = False,
     output: OutputOption = Output.text,
     command_config: CommandConfig = None,
+    timeout_ms: TimeoutMs = None,
 ) -> None:
     """Make the gateway's quotas what a quota file says (what ``pipeline recommend`` writes).
 
-    Only the differences are sent; --plan, --check and --dry-run change nothing.
+    Only the differences are sent; --plan, --check and --dry-run change nothing. With entity
+    options, only the entities they match (a type alone: every entity of it) are compared,
+    applied and pruned.
     """
+    scope = entity_pairs(ctx)
     if show_plan + dry_run + check > 1:
         raise typer.BadParameter("give at most one of --plan, --check, --dry-run")
     try:
@@ -220,12 +248,13 @@ def apply(
     wanted: dict[ClientQuotaEntity, dict[str, float]] = {}
     for entry in quota_file.entries:
         wanted.setdefault(ClientQuotaEntity.of(entry.entity), {}).update(entry.config)
-    config = admin_config(bootstrap_server, command_config)
+    config = _config(bootstrap_server, command_config, timeout_ms)
     try:
         with SyncAdminClient(config) as admin:
-            plans = plan(_describe_all(admin), wanted, prune=prune)
+            live = _describe_all(admin)
     except KafkaError as exc:
         raise _fail(exc) from None
+    plans = plan(_within(live, scope), _within(wanted, scope), prune=prune)
     if show_plan or check:
         _print_plan(plans, output)
         if check and plans:
@@ -235,6 +264,12 @@ def apply(
         typer.echo("No changes: the gateway's quotas are what the file says.")
         return
     _alter(config, [p.alteration() for p in plans], dry_run)
+
+
+def _within(
+    values: dict[ClientQuotaEntity, dict[str, float]], scope: list[tuple[str, str | None]]
+) -> dict[ClientQuotaEntity, dict[str, float]]:
+    return {e: v for e, v in values.items() if matches(e.as_dict(), scope)}
 
 
 def _print_plan(plans: list[EntityPlan], output: Output) -> None:
