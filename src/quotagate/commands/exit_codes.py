@@ -25,7 +25,8 @@ UNREACHABLE: Final = 4
 """No answer: the connection failed, the SASL/TLS login failed or the call timed out."""
 
 HELP: Final = (
-    "Exit codes: 0 done; 2 usage error (fix the arguments or the file); 3 refused by the "
+    "Exit codes: 0 done; 2 usage error (fix the arguments or the file), or drift found by "
+    "apply --check; 3 refused by the "
     "gateway (an entry error such as an unknown key or no authorization); 4 gateway "
     "unreachable (connection, login or timeout)."
 )

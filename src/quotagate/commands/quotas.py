@@ -41,7 +41,6 @@ app = typer.Typer(
     + exit_codes.HELP,
     no_args_is_help=True,
 )
-app.command("history", cls=EntityCommand, epilog=exit_codes.HELP)(history)
 
 Bootstrap = Annotated[
     str,
@@ -299,3 +298,7 @@ def _alter(
             typer.echo(f"error: {entity}: {error}", err=True)
     if failed:
         raise typer.Exit(exit_codes.REFUSED)
+
+
+# Registered last so that --help lists it after describe, alter and apply.
+app.command("history", cls=EntityCommand, epilog=exit_codes.HELP)(history)
