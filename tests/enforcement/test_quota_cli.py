@@ -59,6 +59,7 @@ def test_an_unreachable_gateway_exits_4() -> None:
     result = runner.invoke(app, ["quotas", "describe", "-b", "127.0.0.1:1", "--timeout-ms", "500"])
     assert result.exit_code == 4, result.output
     assert "127.0.0.1:1" in result.output
+    assert "hint: check --bootstrap-server" in result.output
 
 
 @pytest.mark.integration
@@ -116,6 +117,16 @@ def test_quotas_alter_describe_apply_through_the_gateway(
         "Quota configs for client-id=<default>, user=alice are "
         "producer_byte_rate=1024, request_percentage=12.5"
     ]
+    dry = runner.invoke(
+        app,
+        ["quotas", "alter", *b, "--entity-type", "users", "--entity-name", "bob",
+         "--add-config", "producer_byte_rate=7", "--dry-run"],
+    )  # fmt: skip
+    assert dry.exit_code == 0, dry.output
+    assert "Validated (nothing changed) for user=bob." in dry.output
+    bob = runner.invoke(app, ["quotas", "describe", *b, "--entity-type", "users",
+                              "--entity-name", "bob"])  # fmt: skip
+    assert bob.output == "No quotas match.\n"
     invalid = runner.invoke(
         app,
         ["quotas", "alter", *b, "--entity-type", "users", "--entity-name", "bob",

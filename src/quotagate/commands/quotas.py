@@ -122,7 +122,14 @@ def _describe_all(admin: SyncAdminClient) -> dict[ClientQuotaEntity, dict[str, f
 
 def _fail(error: KafkaError) -> typer.Exit:
     typer.echo(f"error: {error}", err=True)
-    return exit_codes.exit_for(error)
+    exit_ = exit_codes.exit_for(error)
+    if exit_.exit_code == exit_codes.UNREACHABLE:
+        typer.echo(
+            "hint: check --bootstrap-server (a listener of the gateway), --command-config "
+            "(security.protocol and credentials as that listener wants them) and --timeout-ms",
+            err=True,
+        )
+    return exit_
 
 
 @app.command(cls=EntityCommand, epilog=_EPILOG)
