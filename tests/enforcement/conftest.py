@@ -49,7 +49,8 @@ def start_quota_gateway(
     """``start(upstream, quotas={...}, usage={...}, store=path)`` → a running gateway;
     ``security_protocol`` and ``listener`` (ListenerConfig fields) shape its one listener;
     ``sasl`` gives it the authenticator ``quotagate serve`` would build from that config;
-    ``upstream_security`` is its ``[upstream]`` TLS/SASL.
+    ``upstream_security`` is its ``[upstream]`` TLS/SASL; ``store_topic`` puts its store in
+    that config topic of the upstream (``[store] backend = "kafka"``, as a fleet's).
 
     ``quotas`` and ``usage`` are the config sections of docs/quotas.md; the store defaults to
     a file in the test's temporary directory (pass the same path to "restart" a gateway).
@@ -66,6 +67,7 @@ def start_quota_gateway(
         listener: dict[str, Any] | None = None,
         sasl: bool = False,
         upstream_security: UpstreamSecurity | None = None,
+        store_topic: str | None = None,
     ) -> QuotaGateway:
         extra: dict[str, Any] = {"quotas": quotas or {}}
         if usage is not None:
@@ -77,6 +79,11 @@ def start_quota_gateway(
             store_path=str(store or tmp_path / "quotagate.db"),
             extra=extra,
             **({} if upstream_security is None else {"upstream_security": upstream_security}),
+            **(
+                {}
+                if store_topic is None
+                else {"store_backend": "kafka", "store_topic": store_topic}
+            ),
         )
         runtime = QuotaRuntime.from_config(config)
         # A SASL listener authenticates as `quotagate serve` sets it up, from the config.

@@ -69,9 +69,13 @@ def test_a_change_made_by_one_process_reaches_the_others(tansu: TansuBroker) -> 
         _eventually(lambda: second.client_quotas() == {}, "the removal")
         audit = first.audit()
         assert {(e.kind, e.target) for e in audit} == {
+            ("client_quota", '[["user","alice"]]'),
             ("topic_threshold", "orders"),
             ("setting", "total.bytes.in.per.sec.threshold"),
         }
+        # A removal keeps who made it and what it removed (a record, not a tombstone).
+        removal = next(e for e in audit if e.kind == "client_quota")
+        assert (removal.principal, removal.old_value, removal.new_value) == ("admin", 1024.0, None)
     finally:
         first.close()
         second.close()

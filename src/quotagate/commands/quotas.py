@@ -3,13 +3,17 @@
 Talks Kafka's own admin protocol (DescribeClientQuotas / AlterClientQuotas, KIP-546) to the
 gateway through :class:`quotagate.client.SyncAdminClient`, so it works against any gateway
 (or Kafka broker) the caller can reach. Entities are given as ``kafka-configs`` does, in
-order: ``--entity-type users --entity-name alice --entity-type clients --entity-default``.
+order: ``--entity-type users --entity-name alice --entity-type clients --entity-default``
+(commands/entity_options.py). Exit codes: commands/exit_codes.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Final
 
 import typer
 
@@ -17,17 +21,26 @@ from quotagate.client.config import AdminConfig
 from quotagate.client.errors import KafkaError
 from quotagate.client.quotas import ClientQuotaAlteration, ClientQuotaEntity
 from quotagate.client.sync import SyncAdminClient
+from quotagate.commands import exit_codes
 from quotagate.commands.command_config import CommandConfig, admin_config
+from quotagate.commands.entity_options import (
+    EntityCommand,
+    EntityDefault,
+    EntityName,
+    EntityType,
+    entity_pairs,
+    matches,
+)
+from quotagate.commands.quota_history import history
+from quotagate.commands.quota_plan import EntityPlan, plan, summary
 from quotagate.quota import ClientQuotaFilter, FilterComponent
 from quotagate.quota.quota_file import QuotaFileError, load_quota_file
 
 app = typer.Typer(
-    help="Describe and alter client quotas of a running gateway (like kafka-configs).",
+    help="Describe and alter client quotas of a running gateway (like kafka-configs). "
+    + exit_codes.HELP,
     no_args_is_help=True,
 )
-
-_ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
-_EXTRA = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 Bootstrap = Annotated[
     str,
@@ -35,44 +48,24 @@ Bootstrap = Annotated[
 ]
 
 
-class EntityArgsError(ValueError):
-    pass
+class Output(StrEnum):
+    text = "text"
+    json = "json"
 
 
-def parse_entity_args(args: list[str]) -> list[tuple[str, str | None]]:
-    """``--entity-type T (--entity-name N | --entity-default)`` pairs, in order."""
-    pairs: list[tuple[str, str | None]] = []
-    pending: str | None = None
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--entity-type":
-            if pending is not None:
-                raise EntityArgsError(
-                    f"--entity-type {pending} needs --entity-name or --entity-default"
-                )
-            if i + 1 >= len(args) or args[i + 1] not in _ENTITY_TYPES:
-                raise EntityArgsError(f"--entity-type takes one of {', '.join(_ENTITY_TYPES)}")
-            pending = _ENTITY_TYPES[args[i + 1]]
-            i += 2
-        elif arg in ("--entity-name", "--entity-default"):
-            if pending is None:
-                raise EntityArgsError(f"{arg} must follow an --entity-type")
-            if arg == "--entity-default":
-                pairs.append((pending, None))
-                i += 1
-            else:
-                if i + 1 >= len(args):
-                    raise EntityArgsError("--entity-name takes a name")
-                pairs.append((pending, args[i + 1]))
-                i += 2
-            pending = None
-        else:
-            raise EntityArgsError(f"unexpected argument {arg!r}")
-    if pending is not None:
-        # kafka-configs: a type without a name describes every entity of that type.
-        pairs.append((pending, ""))
-    return pairs
+TimeoutMs = Annotated[
+    int | None,
+    typer.Option(
+        "--timeout-ms",
+        min=1,
+        help="Time allowed for each call to the gateway, retries included (default 60000); "
+        "past it the command exits 4.",
+    ),
+]
+OutputOption = Annotated[
+    Output, typer.Option("--output", "-o", help="text (as kafka-configs prints) or json.")
+]
+_EPILOG: Final = exit_codes.HELP
 
 
 def parse_add_config(text: str) -> dict[str, float]:
@@ -81,110 +74,238 @@ def parse_add_config(text: str) -> dict[str, float]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         if not sep:
-            raise typer.BadParameter(f"{part!r} is not key=value", param_hint="--add-config")
+            raise typer.BadParameter(
+                f"{part!r} is not key=value: write e.g. producer_byte_rate=1048576",
+                param_hint="--add-config",
+            )
         try:
             values[key.strip()] = float(value)
         except ValueError:
             raise typer.BadParameter(
-                f"{key}={value}: not a number", param_hint="--add-config"
+                f"{key}={value}: not a number (bytes/s or a percentage, e.g. {key}=1048576)",
+                param_hint="--add-config",
             ) from None
     return values
-
-
-def _entities(ctx: typer.Context) -> list[tuple[str, str | None]]:
-    try:
-        return parse_entity_args(list(ctx.args))
-    except EntityArgsError as exc:
-        raise typer.BadParameter(str(exc)) from None
-
-
-def _print_values(values: dict[ClientQuotaEntity, dict[str, float]]) -> None:
-    if not values:
-        typer.echo("No quotas match.")
-    for entity, configs in sorted(values.items(), key=lambda item: str(item[0])):
-        rendered = ", ".join(f"{k}={_number(v)}" for k, v in sorted(configs.items()))
-        typer.echo(f"Quota configs for {entity} are {rendered}")
 
 
 def _number(value: float) -> str:
     return str(int(value)) if value.is_integer() else repr(value)
 
 
-@app.command(context_settings=_EXTRA)
+def _entity_json(entity: ClientQuotaEntity) -> list[dict[str, str | None]]:
+    return [{"entity_type": t, "entity_name": n} for t, n in entity.entries]
+
+
+def _print_values(values: dict[ClientQuotaEntity, dict[str, float]], output: Output) -> None:
+    ordered = sorted(values.items(), key=lambda item: str(item[0]))
+    if output is Output.json:
+        rows = [{"entity": _entity_json(e), "values": dict(sorted(v.items()))} for e, v in ordered]
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not values:
+        typer.echo("No quotas match.")
+    for entity, configs in ordered:
+        rendered = ", ".join(f"{k}={_number(v)}" for k, v in sorted(configs.items()))
+        typer.echo(f"Quota configs for {entity} are {rendered}")
+
+
+def _config(bootstrap: str, command_config: Path | None, timeout_ms: int | None) -> AdminConfig:
+    config = admin_config(bootstrap, command_config)
+    if timeout_ms is None:
+        return config
+    return dataclasses.replace(config, default_api_timeout_ms=timeout_ms)
+
+
+def _describe_all(admin: SyncAdminClient) -> dict[ClientQuotaEntity, dict[str, float]]:
+    return admin.describe_client_quotas(ClientQuotaFilter.contains([]))
+
+
+def _fail(error: KafkaError) -> typer.Exit:
+    typer.echo(f"error: {error}", err=True)
+    exit_ = exit_codes.exit_for(error)
+    if exit_.exit_code == exit_codes.UNREACHABLE:
+        typer.echo(
+            "hint: check --bootstrap-server (a listener of the gateway), --command-config "
+            "(security.protocol and credentials as that listener wants them) and --timeout-ms",
+            err=True,
+        )
+    return exit_
+
+
+@app.command(cls=EntityCommand, epilog=_EPILOG)
 def describe(
-    ctx: typer.Context, bootstrap_server: Bootstrap, command_config: CommandConfig = None
+    ctx: typer.Context,
+    bootstrap_server: Bootstrap,
+    entity_type: EntityType = None,
+    entity_name: EntityName = None,
+    entity_default: EntityDefault = 0,
+    output: OutputOption = Output.text,
+    command_config: CommandConfig = None,
+    timeout_ms: TimeoutMs = None,
 ) -> None:
     """Show quotas; with entities, only those (a type alone matches every entity of it)."""
     components = []
-    for entity_type, name in _entities(ctx):
+    for kind, name in entity_pairs(ctx):
         if name is None:
-            components.append(FilterComponent.of_default_entity(entity_type))
+            components.append(FilterComponent.of_default_entity(kind))
         elif name == "":
-            components.append(FilterComponent.of_entity_type(entity_type))
+            components.append(FilterComponent.of_entity_type(kind))
         else:
-            components.append(FilterComponent.of_entity(entity_type, name))
+            components.append(FilterComponent.of_entity(kind, name))
     quota_filter = ClientQuotaFilter.contains(components)
     try:
-        with SyncAdminClient(admin_config(bootstrap_server, command_config)) as admin:
-            _print_values(admin.describe_client_quotas(quota_filter))
+        with SyncAdminClient(_config(bootstrap_server, command_config, timeout_ms)) as admin:
+            values = admin.describe_client_quotas(quota_filter)
     except KafkaError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise _fail(exc) from None
+    _print_values(values, output)
 
 
-@app.command(context_settings=_EXTRA)
+@app.command(cls=EntityCommand, epilog=_EPILOG)
 def alter(
     ctx: typer.Context,
     bootstrap_server: Bootstrap,
+    entity_type: EntityType = None,
+    entity_name: EntityName = None,
+    entity_default: EntityDefault = 0,
     add_config: Annotated[
-        str | None, typer.Option("--add-config", help="k=v,k2=v2 to set.")
+        str | None,
+        typer.Option("--add-config", help="k=v,k2=v2 to set, e.g. producer_byte_rate=1048576."),
     ] = None,
     delete_config: Annotated[
         list[str] | None, typer.Option("--delete-config", help="Key to remove (repeatable).")
     ] = None,
+    validate_only: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Have the gateway validate only (validate_only)."),
+    ] = False,
     command_config: CommandConfig = None,
+    timeout_ms: TimeoutMs = None,
 ) -> None:
     """Set or remove quota values of one entity."""
-    pairs = _entities(ctx)
+    pairs = entity_pairs(ctx)
     if not pairs or any(name == "" for _, name in pairs):
-        raise typer.BadParameter("alter needs --entity-name or --entity-default for each type")
+        raise typer.BadParameter(
+            "name the entity: --entity-type users --entity-name alice (or --entity-default), "
+            "and the same for each further --entity-type",
+            param_hint="--entity-type",
+        )
     ops: dict[str, float | None] = dict(parse_add_config(add_config or ""))
     for entry in delete_config or []:
         for key in filter(None, (k.strip() for k in entry.split(","))):
             ops[key] = None
     if not ops:
-        raise typer.BadParameter("give --add-config and/or --delete-config")
+        raise typer.BadParameter(
+            "give --add-config KEY=VALUE and/or --delete-config KEY", param_hint="--add-config"
+        )
     alteration = ClientQuotaAlteration.of(dict(pairs), ops)
-    _alter(admin_config(bootstrap_server, command_config), [alteration])
+    _alter(_config(bootstrap_server, command_config, timeout_ms), [alteration], validate_only)
 
 
-@app.command()
+@app.command(cls=EntityCommand, epilog=_EPILOG)
 def apply(
+    ctx: typer.Context,
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Quota file (TOML).")],
     bootstrap_server: Bootstrap,
+    entity_type: EntityType = None,
+    entity_name: EntityName = None,
+    entity_default: EntityDefault = 0,
+    show_plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan", help="Print what would change per entity (old -> new); change nothing."
+        ),
+    ] = False,
+    prune: Annotated[
+        bool, typer.Option("--prune", help="Also remove live quotas the file does not name.")
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Send the changes with validate_only: the gateway checks them, applies none.",
+        ),
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Exit 2 when the live quotas differ from the file (with --prune: extra live "
+            "quotas count too), printing the differences; change nothing. For CI.",
+        ),
+    ] = False,
+    output: OutputOption = Output.text,
     command_config: CommandConfig = None,
+    timeout_ms: TimeoutMs = None,
 ) -> None:
-    """Set every quota of a quota file (what ``pipeline recommend`` writes)."""
+    """Make the gateway's quotas what a quota file says (what ``pipeline recommend`` writes).
+
+    Only the differences are sent; --plan, --check and --dry-run change nothing. With entity
+    options, only the entities they match (a type alone: every entity of it) are compared,
+    applied and pruned.
+    """
+    scope = entity_pairs(ctx)
+    if show_plan + dry_run + check > 1:
+        raise typer.BadParameter("give at most one of --plan, --check, --dry-run")
     try:
         quota_file = load_quota_file(file.read_text(encoding="utf-8"))
     except QuotaFileError as exc:
-        typer.echo(f"error: {file}: {exc}", err=True)
-        raise typer.Exit(2) from None
-    alterations = [
-        ClientQuotaAlteration.of(entry.entity, dict(entry.config)) for entry in quota_file.entries
-    ]
-    _alter(admin_config(bootstrap_server, command_config), alterations)
+        raise typer.BadParameter(f"{file}: {exc}", param_hint="FILE") from None
+    wanted: dict[ClientQuotaEntity, dict[str, float]] = {}
+    for entry in quota_file.entries:
+        wanted.setdefault(ClientQuotaEntity.of(entry.entity), {}).update(entry.config)
+    config = _config(bootstrap_server, command_config, timeout_ms)
+    try:
+        with SyncAdminClient(config) as admin:
+            live = _describe_all(admin)
+    except KafkaError as exc:
+        raise _fail(exc) from None
+    plans = plan(_within(live, scope), _within(wanted, scope), prune=prune)
+    if show_plan or check:
+        _print_plan(plans, output)
+        if check and plans:
+            raise typer.Exit(exit_codes.USAGE)
+        return
+    if not plans:
+        typer.echo("No changes: the gateway's quotas are what the file says.")
+        return
+    _alter(config, [p.alteration() for p in plans], dry_run)
 
 
-def _alter(config: AdminConfig, alterations: list[ClientQuotaAlteration]) -> None:
+def _within(
+    values: dict[ClientQuotaEntity, dict[str, float]], scope: list[tuple[str, str | None]]
+) -> dict[ClientQuotaEntity, dict[str, float]]:
+    return {e: v for e, v in values.items() if matches(e.as_dict(), scope)}
+
+
+def _print_plan(plans: list[EntityPlan], output: Output) -> None:
+    if output is Output.json:
+        typer.echo(json.dumps([p.as_json() for p in plans], indent=2))
+        return
+    for entity_plan in plans:
+        typer.echo(entity_plan.render())
+    typer.echo(summary(plans))
+
+
+def _alter(
+    config: AdminConfig, alterations: list[ClientQuotaAlteration], validate_only: bool = False
+) -> None:
     failed = False
-    with SyncAdminClient(config) as admin:
-        result = admin.alter_client_quotas(alterations)
+    try:
+        with SyncAdminClient(config) as admin:
+            result = admin.alter_client_quotas(alterations, validate_only=validate_only)
+    except KafkaError as exc:
+        raise _fail(exc) from None
+    done = "Validated (nothing changed)" if validate_only else "Completed updating config"
     for entity, error in result.items():
         if error is None:
-            typer.echo(f"Completed updating config for {entity}.")
+            typer.echo(f"{done} for {entity}.")
         else:
             failed = True
             typer.echo(f"error: {entity}: {error}", err=True)
     if failed:
-        raise typer.Exit(1)
+        raise typer.Exit(exit_codes.REFUSED)
+
+
+# Registered last so that --help lists it after describe, alter and apply.
+app.command("history", cls=EntityCommand, epilog=exit_codes.HELP)(history)

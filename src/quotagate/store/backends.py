@@ -17,7 +17,7 @@ from quotagate.store.credentials import Credentials, CredentialStore
 from quotagate.store.kafka_credentials import KafkaCredentialStore
 from quotagate.store.kafka_quotas import KafkaQuotaStore
 from quotagate.store.quotas import QuotaStore
-from quotagate.store.replicated_table import ReplicatedTable
+from quotagate.store.replicated_table import OnRecord, ReplicatedTable
 
 SQLITE: Final = "sqlite"
 KAFKA: Final = "kafka"
@@ -48,9 +48,12 @@ class StoreSettings:
         return f"file {self.path}"
 
 
-def open_quota_store(settings: StoreSettings, client_id: str = "quotagate") -> QuotaBackend:
+def open_quota_store(
+    settings: StoreSettings, client_id: str = "quotagate", on_record: OnRecord | None = None
+) -> QuotaBackend:
+    """``on_record`` (Kafka backend) sees every record as the topic is read: a history."""
     if settings.backend == KAFKA:
-        return KafkaQuotaStore(_table(settings, client_id))
+        return KafkaQuotaStore(_table(settings, client_id, on_record))
     return _sqlite(QuotaStore.open, settings)
 
 
@@ -67,7 +70,9 @@ def _sqlite(opener: Callable[[str], T], settings: StoreSettings) -> T:
         raise StoreError(f"cannot open the store {settings.describe()}: {exc}") from exc
 
 
-def _table(settings: StoreSettings, client_id: str) -> ReplicatedTable:
+def _table(
+    settings: StoreSettings, client_id: str, on_record: OnRecord | None = None
+) -> ReplicatedTable:
     if not settings.bootstrap:
         raise StoreError('[store] backend = "kafka" needs [upstream] bootstrap.servers')
     try:
@@ -77,6 +82,7 @@ def _table(settings: StoreSettings, client_id: str) -> ReplicatedTable:
             replication_factor=settings.replication_factor,
             client_id=client_id,
             client_config=settings.client_config,
+            on_record=on_record,
         )
     except TopicLogError as exc:
         raise StoreError(f"cannot open the store {settings.describe()}: {exc}") from exc

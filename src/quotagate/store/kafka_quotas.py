@@ -8,8 +8,11 @@ Rows of the replicated table (store/replicated_table.py)::
     ["setting", "total.bytes.in.per.sec.threshold"] → {"value": ...}
 
 Each value also carries who changed it, through what and when (``principal``, ``source``,
-``ts_ms``): the audit of a change travels with it. :meth:`KafkaQuotaStore.audit` lists the
-latest change of every live row; older ones stay in the topic until the upstream compacts it.
+``ts_ms``) and the value it replaced (``old``): the audit of a change travels with it, so a
+record still reads as old -> new after the upstream compacted the one before it. A removal is
+a record with ``"value": null`` and the same audit, not a tombstone, so that who removed a
+quota is kept too (store/kafka_history.py reads them all). :meth:`KafkaQuotaStore.audit` lists
+the latest change of every row.
 """
 
 from __future__ import annotations
@@ -66,9 +69,10 @@ class KafkaQuotaStore:
         applied = []
         for change in changes:
             key = (CLIENT_QUOTA, encode_entity(change.entity), change.key)
-            if _value(self._table.get(key)) == change.value:
+            old = _value(self._table.get(key))
+            if old == change.value:
                 continue
-            self._table.put(key, _row(change.value, principal, source))
+            self._table.put(key, _row(old, change.value, principal, source))
             applied.append(change)
         return applied
 
@@ -90,9 +94,10 @@ class KafkaQuotaStore:
         return self._set((SETTING, TOTAL_THRESHOLD_SETTING), value, principal, source)
 
     def _set(self, key: tuple[str, ...], value: float | None, principal: str, source: str) -> bool:
-        if _value(self._table.get(key)) == value:
+        old = _value(self._table.get(key))
+        if old == value:
             return False
-        self._table.put(key, _row(value, principal, source))
+        self._table.put(key, _row(old, value, principal, source))
         return True
 
     # -- audit -------------------------------------------------------------------------------
@@ -106,7 +111,7 @@ class KafkaQuotaStore:
                 kind=kind,
                 target=target,
                 quota_key=quota_key,
-                old_value=None,
+                old_value=_value(row, "old"),
                 new_value=_value(row),
             )
             for kind, target, quota_key, row in self._live_rows()
@@ -122,10 +127,10 @@ class KafkaQuotaStore:
             yield SETTING, name, name, row
 
 
-def _value(row: dict[str, object] | None) -> float | None:
+def _value(row: dict[str, object] | None, field: str = "value") -> float | None:
     if row is None:
         return None
-    value = row.get("value")
+    value = row.get(field)
     return float(value) if isinstance(value, int | float) else None
 
 
@@ -133,11 +138,10 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _row(value: float | None, principal: str, source: str) -> dict[str, object] | None:
-    if value is None:
-        return None
+def _row(old: float | None, value: float | None, principal: str, source: str) -> dict[str, object]:
     return {
         "value": value,
+        "old": old,
         "principal": principal,
         "source": source,
         "ts_ms": time.time_ns() // 1_000_000,

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 FORMAT_VERSION: Final = 1
 Key = tuple[str, ...]
+OnRecord = Callable[[Key, "dict[str, Any] | None"], None]
 
 
 class ReplicatedTable:
@@ -37,6 +38,7 @@ class ReplicatedTable:
         """Counts the records applied: changes whenever the table may have changed."""
         self.skipped = 0
         self._watchers: list[Callable[[], None]] = []
+        self._observers: list[OnRecord] = []
 
     @classmethod
     def open(
@@ -47,8 +49,13 @@ class ReplicatedTable:
         replication_factor: int = -1,
         client_id: str,
         client_config: Mapping[str, str] | None = None,
+        on_record: OnRecord | None = None,
     ) -> ReplicatedTable:
-        """Create the topic if missing (compacted, one partition) and read it to its end."""
+        """Create the topic if missing (compacted, one partition) and read it to its end.
+
+        ``on_record`` sees every record read from the topic, in offset order, before it is
+        folded in: the fold keeps only the last value of a key, a history needs them all.
+        """
         table = cls(
             TopicLog(
                 bootstrap,
@@ -59,6 +66,8 @@ class ReplicatedTable:
                 client_config=client_config,
             )
         )
+        if on_record is not None:
+            table._observers.append(on_record)
         table._log.start_in_thread(table._apply)
         return table
 
@@ -105,6 +114,8 @@ class ReplicatedTable:
             self.skipped += 1
             log.warning(kv("store_record_skipped", topic=self._log.topic, error=exc))
             return
+        for observer in self._observers:
+            observer(key, None if value is None else dict(value))
         self._store(key, value)
 
     def _store(self, key: Key, value: dict[str, Any] | None) -> None:
