@@ -129,13 +129,16 @@ def replay_dataframe(
     output = [*names, *PREDICTION_TYPES]
 
     def run_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches))
-        if table.num_rows:
-            yield from (
-                replay_table(table.select(names), quota_text, closed_loop)
-                .select(output)
-                .to_batches()
-            )
+        # A partition that no group was dealt to gets no batch at all (fewer groups than
+        # partitions: a cluster with a handful of principals), and Arrow cannot build a
+        # table from nothing without a schema.
+        received = [batch for batch in batches if batch.num_rows]
+        if not received:
+            return
+        table = pa.Table.from_batches(received)
+        yield from (
+            replay_table(table.select(names), quota_text, closed_loop).select(output).to_batches()
+        )
 
     replayed = (
         events.join(F.broadcast(slot_table), _CLIENT)
