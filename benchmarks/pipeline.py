@@ -1,11 +1,15 @@
-"""Pipeline throughput: every stage on local[2], and replay against a plain Python loop.
+"""Pipeline throughput: every stage on local[1] and local[2] in one run, events per
+CPU-second and per wall second, and replay against a plain Python loop.
 
-    .venv/bin/python benchmarks/pipeline.py --millions 1
+    .venv/bin/python benchmarks/pipeline.py --millions 0.5 --log-lines 200000
 
-Generates N million synthetic events, runs generate, ingest (of request-log lines
-rendered from a sample of them), rollup, recommend, replay (open and closed loop) and
-report, and prints events/s per stage. The baseline is ``replay_core.replay_frame`` over
-all events in this one process: the same engine, the same rules, no Spark.
+Generates N million synthetic events and renders request-log lines (KIP-673 JSON) from a
+sample of them, then runs ingest, rollup, recommend, replay (open and closed loop) and
+report once per master, and the old ingest (the Python parser in ``mapInArrow``) on the
+same lines, checking both ingests wrote identical events. CPU seconds are those of the
+whole process tree (driver, JVM, Spark's Python workers), so they hold under a machine's
+other load where wall time does not. The replay baseline is ``replay_core.replay_frame``
+over all events in this one process: the same engine, the same rules, no Spark.
 """
 
 from __future__ import annotations
@@ -15,21 +19,24 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.dataset as ds
 
+from quotagate.pipeline.events import write_usage
 from quotagate.pipeline.generate import GenerateOptions, generate
-from quotagate.pipeline.ingest import ingest
+from quotagate.pipeline.ingest import gateway_of, ingest, parse_line
 from quotagate.pipeline.recommend import RecommendOptions, recommend
 from quotagate.pipeline.replay import replay
 from quotagate.pipeline.replay_core import replay_frame
 from quotagate.pipeline.report import ReportInputs, report
 from quotagate.pipeline.rollup import rollup
 from quotagate.pipeline.session import spark_session
+from quotagate.usage.schema import USAGE_SCHEMA
 
 CANDIDATE = """
 [[quota]]
@@ -47,92 +54,144 @@ producer_byte_rate = 60000
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--millions", type=float, default=1.0, help="events, in millions")
+    parser.add_argument("--millions", type=float, default=0.5, help="events, in millions")
     parser.add_argument("--log-lines", type=int, default=200_000, help="lines for ingest")
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--masters",
+        default="local[1],local[2]",
+        help="comma-separated Spark masters, each run through every stage in this one run",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument(
-        "--replay-only",
+        "--no-python-ingest",
         action="store_true",
-        help="only generate, the two replays and the one-process loop (the replay's figures)",
-    )
-    parser.add_argument(
-        "--repeat", type=int, default=1, help="run the replays and the loop this many times"
+        help="skip the old ingest (Python parser in mapInArrow) run for comparison",
     )
     args = parser.parse_args()
     events = int(args.millions * 1_000_000)
-    spark = spark_session(args.master, app_name="quotagate-bench")
-    figures: dict[str, Any] = {"events": events, "master": args.master}
+    masters = args.masters.split(",")
+    figures: dict[str, Any] = {"events": events, "log_lines": args.log_lines, "masters": {}}
     with tempfile.TemporaryDirectory(prefix="qg-bench-") as tmp:
         work = Path(tmp)
         ev = work / "events"
-        stages: list[tuple[str, int, Callable[[], object]]] = [
-            ("generate", events, lambda: generate(spark, GenerateOptions(events), ev)),
-            ("ingest", args.log_lines, lambda: _ingest(spark, ev, work, args.log_lines)),
-            ("rollup", events, lambda: rollup(spark, ev, work / "rollup")),
-            (
-                "recommend",
-                events,
-                lambda: recommend(spark, work / "rollup", work / "rec.toml", RecommendOptions()),
-            ),
-            ("replay (open loop)", events, lambda: replay(spark, ev, CANDIDATE, work / "open")),
-            (
-                "replay (closed loop)",
-                events,
-                lambda: replay(spark, ev, CANDIDATE, work / "closed", closed_loop=True),
-            ),
-            (
-                "report",
-                events,
-                lambda: report(
-                    ReportInputs(work / "rollup", work / "open", work / "rec.toml"),
-                    work / "report.html",
-                ),
-            ),
-        ]
-        if args.replay_only:
-            stages = [s for s in stages if s[0] == "generate" or s[0].startswith("replay")]
-        for round_ in range(args.repeat):
-            for name, count, run in stages:
-                if round_ and not name.startswith("replay"):
-                    continue
-                before = _tree_cpu()
-                seconds = _timed(run)
-                cpu = {k: round(v - before.get(k, 0.0), 2) for k, v in _tree_cpu().items()}
-                figures[name] = {
-                    "seconds": round(seconds, 2),
-                    "events_per_s": round(count / seconds),
-                    "cpu_seconds": cpu,
-                }
-                _print_row(name, count, seconds, cpu)
-            open_summary = json.loads((work / "open" / "summary.json").read_text())
-            core = open_summary["replay_seconds"]
-            figures["replay_grouped_only"] = {"seconds": core, "events_per_s": round(events / core)}
-            _print_row("  of which grouped replay", events, core)
-            frame = _events_frame(ev)
-            cpu_before = time.process_time()
-            seconds = _timed(lambda f=frame: replay_frame(f, CANDIDATE, closed_loop=False))
-            cpu_s = round(time.process_time() - cpu_before, 2)
-            figures["python loop"] = {
-                "seconds": round(seconds, 2),
-                "events_per_s": round(events / seconds),
-                "cpu_seconds": cpu_s,
-            }
-            _print_row("python loop (1 proc)", events, seconds, {"driver": cpu_s})
-        if not args.replay_only:
-            # The report holds its data to a budget: under 5 MB whatever the traffic (issue 16).
-            figures["report_bytes"] = (work / "report.html").stat().st_size
-            print(f"report size: {figures['report_bytes']:,} bytes")
-        ratio = (
-            figures["replay (open loop)"]["events_per_s"] / figures["python loop"]["events_per_s"]
-        )
-        figures["replay_over_python_loop"] = round(ratio, 2)
-        print(f"replay (open loop, Spark local[2]) / python loop: {ratio:.2f}x")
+        logs = work / "logs"
+        for index, master in enumerate(masters):
+            spark = spark_session(master, app_name="quotagate-bench")
+            print(f"--- {master}")
+            run = work / master.replace("[", "-").replace("]", "")
+            stages = _stages(spark, args, ev, logs, run, first=index == 0)
+            measured: dict[str, Any] = {}
+            for name, count, stage in stages:
+                measured[name] = _measure(name, count, stage)
+            if not args.no_python_ingest:
+                same = _same_events(run / "ingested", run / "ingested-python")
+                measured["ingest_identical_events"] = same
+                print(f"JVM and Python ingest wrote identical events: {same}")
+            figures["masters"][master] = measured
+            spark.stop()
+        frame = _events_frame(ev)
+        cpu_before = time.process_time()
+        seconds = _timed(lambda f=frame: replay_frame(f, CANDIDATE, closed_loop=False))
+        cpu_s = time.process_time() - cpu_before
+        figures["python loop"] = {
+            "seconds": round(seconds, 2),
+            "events_per_s": round(events / seconds),
+            "events_per_cpu_s": round(events / cpu_s),
+        }
+        _print_row("python loop (1 proc)", events, seconds, {"driver": round(cpu_s, 2)})
+    _print_summary(figures, masters)
     figures["load_average"] = os.getloadavg()
     print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*figures["load_average"]))
-    spark.stop()
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+Stage = tuple[str, int, Callable[[], object]]
+
+
+def _stages(
+    spark: Any, args: argparse.Namespace, ev: Path, logs: Path, run: Path, *, first: bool
+) -> list[Stage]:
+    events = int(args.millions * 1_000_000)
+    stages: list[Stage] = []
+    if first:
+        stages.append(("generate", events, lambda: generate(spark, GenerateOptions(events), ev)))
+        stages.append(("render logs", args.log_lines, lambda: _render(ev, logs, args.log_lines)))
+    stages += [
+        ("ingest", args.log_lines, lambda: ingest(spark, logs, run / "ingested")),
+        ("rollup", events, lambda: rollup(spark, ev, run / "rollup")),
+        (
+            "recommend",
+            events,
+            lambda: recommend(spark, run / "rollup", run / "rec.toml", RecommendOptions()),
+        ),
+        ("replay (open loop)", events, lambda: replay(spark, ev, CANDIDATE, run / "open")),
+        (
+            "replay (closed loop)",
+            events,
+            lambda: replay(spark, ev, CANDIDATE, run / "closed", closed_loop=True),
+        ),
+        (
+            "report",
+            events,
+            lambda: report(
+                ReportInputs(run / "rollup", run / "open", run / "rec.toml"), run / "report.html"
+            ),
+        ),
+    ]
+    if not args.no_python_ingest:
+        stages.append(
+            (
+                "ingest, old Python parser",
+                args.log_lines,
+                lambda: _python_ingest(spark, logs, run / "ingested-python"),
+            )
+        )
+    return stages
+
+
+def _measure(name: str, count: int, stage: Callable[[], object]) -> dict[str, Any]:
+    before = _tree_cpu()
+    seconds = _timed(stage)
+    cpu = {k: round(v - before.get(k, 0.0), 2) for k, v in _tree_cpu().items()}
+    cpu = {k: v for k, v in cpu.items() if v > 0}
+    total = sum(cpu.values())
+    _print_row(name, count, seconds, cpu)
+    return {
+        "seconds": round(seconds, 2),
+        "events_per_s": round(count / seconds),
+        "cpu_seconds": cpu,
+        "events_per_cpu_s": round(count / total) if total else None,
+    }
+
+
+def _print_summary(figures: dict[str, Any], masters: list[str]) -> None:
+    """Per stage: events per CPU-second and per wall second on every master, and the wall
+    time scaling from the first master to the last, all from this one run."""
+    runs = [figures["masters"][m] for m in masters]
+    names = [n for n in runs[-1] if isinstance(runs[-1][n], dict)]
+    header = " | ".join(f"{m} ev/CPU-s | {m} ev/s" for m in masters)
+    print(f"\n| stage | {header} | {masters[0]} -> {masters[-1]} |")
+    for name in names:
+        cells = []
+        for run in runs:
+            stage = run.get(name)
+            cells.append(
+                f"{stage['events_per_cpu_s']:,} | {stage['events_per_s']:,}" if stage else "- | -"
+            )
+        first, last = runs[0].get(name), runs[-1].get(name)
+        scaling = f"{first['seconds'] / last['seconds']:.2f}x" if first and last else "-"
+        print(f"| {name} | " + " | ".join(cells) + f" | {scaling} |")
+    loop = figures["python loop"]["events_per_s"]
+    for master, run in zip(masters, runs, strict=True):
+        ratio = run["replay (open loop)"]["events_per_s"] / loop
+        print(f"replay (open loop) on {master} / one-process loop: {ratio:.2f}x")
+    if "ingest, old Python parser" in runs[-1]:
+        speedup = (
+            runs[-1]["ingest"]["events_per_s"]
+            / runs[-1]["ingest, old Python parser"]["events_per_s"]
+        )
+        print(f"ingest on {masters[-1]}: JVM parser / old Python parser, lines/s: {speedup:.1f}x")
 
 
 def _print_row(label: str, count: int, seconds: float, cpu: dict[str, float] | None = None) -> None:
@@ -182,14 +241,42 @@ def _events_frame(path: Path) -> pd.DataFrame:
     return ds.dataset(str(path), format="parquet", partitioning="hive").to_table().to_pandas()
 
 
-def _ingest(spark: Any, events: Path, work: Path, lines: int) -> None:
-    logs = work / "logs"
+def _render(events: Path, logs: Path, lines: int) -> None:
     logs.mkdir()
     sample = _events_frame(events).head(lines)
     with (logs / "broker-1.log").open("w") as out:
         for e in sample.itertuples(index=False):
             out.write(_kip673_line(e) + "\n")
-    ingest(spark, logs, work / "ingested")
+
+
+def _python_ingest(spark: Any, logs: Path, out: Path) -> None:
+    """The ingest as it was before the JVM parser: every line through ``parse_line`` in a
+    Python worker (``mapInArrow``), the same write."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+    from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415
+
+    parsed_schema = pa.schema(
+        [*USAGE_SCHEMA, ("status", pa.string()), ("reason", pa.string()), ("line", pa.string())]
+    )
+
+    def parse(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            texts, names = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+            rows = [parse_line(t, gateway_of(n)) for t, n in zip(texts, names, strict=True)]
+            yield pa.RecordBatch.from_pylist(rows, schema=parsed_schema)
+
+    lines = spark.read.text(str(logs)).withColumn("file", F.input_file_name())
+    parsed = lines.mapInArrow(parse, from_arrow_schema(parsed_schema))
+    write_usage(parsed.where(F.col("status") == "ok"), out)
+
+
+def _same_events(jvm: Path, python: Path) -> bool:
+    frames = []
+    for path in (jvm, python):
+        frame = _events_frame(path)
+        frame["topics"] = frame["topics"].map(lambda t: repr([tuple(x.values()) for x in t]))
+        frames.append(frame.sort_values(list(frame.columns), ignore_index=True))
+    return bool(frames[0].equals(frames[1]))
 
 
 def _kip673_line(e: Any) -> str:

@@ -14,12 +14,9 @@ sizes: produce bytes are the record bytes, fetch bytes the records returned.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, timezone
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final
-
-import pyarrow as pa
 
 from quotagate.pipeline.errors import PipelineError
 from quotagate.pipeline.events import write_usage
@@ -33,19 +30,12 @@ from quotagate.pipeline.logline import (
     split_line,
 )
 from quotagate.pipeline.tables import write_json
-from quotagate.usage.schema import USAGE_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 REPORT_NAME: Final = "_ingest_report.json"
 SAMPLES: Final = 20
-_STATUS_FIELDS: Final = [
-    pa.field("status", pa.string()),
-    pa.field("reason", pa.string()),
-    pa.field("line", pa.string()),
-]
-PARSED_SCHEMA: Final = pa.schema([*USAGE_SCHEMA, *_STATUS_FIELDS])
 
 
 def parse_line(line: str, gateway_id: str, tz: timezone = UTC) -> dict[str, Any]:
@@ -64,24 +54,17 @@ def parse_line(line: str, gateway_id: str, tz: timezone = UTC) -> dict[str, Any]
 def ingest(
     spark: SparkSession, logs: str | Path, out: str | Path, *, tz: timezone = UTC
 ) -> dict[str, Any]:
-    """Parse every line under ``logs`` and write events under ``out`` (+ the report)."""
+    """Parse every line under ``logs`` and write events under ``out`` (+ the report).
+
+    The lines are parsed by Spark SQL in the JVM (``ingest_sql``); ``parse_line`` is the
+    same parsing in Python, kept as the reference the tests hold the JVM's to."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
-    from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415
+
+    from quotagate.pipeline.ingest_sql import parse_lines  # noqa: PLC0415
 
     files = _input_files(Path(logs))
     lines = spark.read.text([str(f) for f in files]).withColumn("file", F.input_file_name())
-
-    def parse(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        for batch in batches:
-            rows = [
-                parse_line(text, _gateway_of(name), tz)
-                for text, name in zip(
-                    batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True
-                )
-            ]
-            yield pa.RecordBatch.from_pylist(rows, schema=PARSED_SCHEMA)
-
-    parsed = lines.mapInArrow(parse, from_arrow_schema(PARSED_SCHEMA)).cache()
+    parsed = parse_lines(lines, tz).cache()
     try:
         counts = {r["status"]: int(r["count"]) for r in parsed.groupBy("status").count().collect()}
         if counts.get("ok", 0) == 0:
@@ -156,7 +139,7 @@ def _input_files(logs: Path) -> list[Path]:
     return files
 
 
-def _gateway_of(file_uri: str) -> str:
+def gateway_of(file_uri: str) -> str:
     """Broker logs carry no broker id; the file name stands in for it (e.g. broker-1.log)."""
     name = PurePosixPath(file_uri).name
     for suffix in (".gz", ".log"):

@@ -1,12 +1,14 @@
 """``replay``: a candidate quota configuration run over recorded events on Spark.
 
 Events are grouped so that every group can run on its own engine instance (see
-``sharing.replay_groups``). Whole groups are dealt to Spark partitions, largest first onto
-the lightest partition, and each partition is replayed in time order by ``replay_core``
-inside ``mapInArrow``: one engine per partition (its groups share no sensor, so one engine
-decides exactly as one per group would), one shuffle, no per-group sort in the JVM, and the
-columns the replay does not read stay in Arrow. The per-request predictions are then
-summarised per client entity and time bucket in one aggregation.
+``sharing.replay_groups``). Whole groups are dealt to slots, largest first onto the
+lightest slot, and the events are laid out once as Parquet partitioned by slot (the JVM
+scans and writes, nothing else). Each replay task then reads its own slot's files with
+pyarrow in its Python worker, replays them in time order through ``replay_core`` on one
+engine (the slot's groups share no sensor, so one engine decides exactly as one per group
+would), writes the predictions with pyarrow and hands back only per-client, per-bucket
+counts (``replay_slot``): no event crosses between the JVM and Python, which is what the
+Arrow exchange of a ``mapInArrow`` over the events cost (BENCHMARKS.md, "Pipeline").
 """
 
 from __future__ import annotations
@@ -23,12 +25,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
-from pyspark.sql.pandas.types import from_arrow_type
-from pyspark.sql.types import ArrayType, StructField, StructType
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from quotagate.pipeline.events import read_usage
 from quotagate.pipeline.quotas import parse_quotas
-from quotagate.pipeline.replay_core import ORDER_COLUMNS, PREDICTION_TYPES, replay_table
+from quotagate.pipeline.replay_core import ORDER_COLUMNS
+from quotagate.pipeline.replay_slot import CELL_SCHEMA, CLIENT, SLOT_COLUMN, SlotJob, run_slot
 from quotagate.pipeline.sharing import replay_groups
 from quotagate.pipeline.tables import write_json
 from quotagate.quota.request_rules import MUTATION_APIS
@@ -45,7 +47,8 @@ _REPLAY_INPUT = [
     "throttle_cause",
     "error_code",
 ]
-_CLIENT = ["principal", "client_id"]
+# Where the events are laid out by slot for the replay tasks, removed afterwards.
+_LAYOUT = "_events_by_slot"
 
 
 def replay(
@@ -61,13 +64,24 @@ def replay(
     started = time.perf_counter()
     usage = read_usage(spark, events_path)
     # Per-topic counts matter only to mutations (charged topic by topic); a produce's list of
-    # topics would only weigh on the shuffle.
+    # topics would only weigh on the layout.
     mutation_topics = F.when(F.col("api_key").isin(*MUTATION_APIS), F.col("topics"))
     events = usage.select(*_REPLAY_INPUT, mutation_topics.alias("topics"))
-    replayed, (lo, hi) = replay_dataframe(spark, events, quota_text, closed_loop=closed_loop)
-    replayed.write.mode("overwrite").parquet(str(out / "requests"))
+    slots, first_ms, last_ms = _lay_out(spark, events, quota_text, out / _LAYOUT)
+    job = SlotJob(
+        layout=str(out / _LAYOUT),
+        requests=str(out / "requests"),
+        quota_text=quota_text,
+        closed_loop=closed_loop,
+        first_ms=first_ms,
+        bucket_ms=max(1, (last_ms - first_ms) // HEATMAP_BUCKETS + 1),
+    )
+    _fresh(out / "requests")
+    try:
+        cells = _run_slots(spark, job, slots)
+    finally:
+        shutil.rmtree(out / _LAYOUT, ignore_errors=True)
     replay_s = time.perf_counter() - started
-    cells = _cells(spark.read.parquet(str(out / "requests")), lo, hi)
     _write_table(entity_summary(cells), out / "entities")
     _write_table(throttle_heatmap(cells), out / "heatmap")
     events_n = int(cells["requests"].sum())
@@ -85,15 +99,14 @@ def replay(
     return summary
 
 
-def replay_dataframe(
-    spark: SparkSession, events: DataFrame, quota_text: str, *, closed_loop: bool
-) -> tuple[DataFrame, tuple[int, int]]:
-    """Per-request predictions (lazy): the input columns plus replay_core's columns; and the
-    first and last event time (0, 0 without events), counted on the way."""
-
+def _lay_out(
+    spark: SparkSession, events: DataFrame, quota_text: str, layout: Path
+) -> tuple[int, int, int]:
+    """Write ``events`` under ``layout`` partitioned by replay slot; returns the number of
+    slots and the first and last event time (0, 0 without events)."""
     quota_file = parse_quotas(quota_text)
     counted = (
-        events.groupBy(*_CLIENT)
+        events.groupBy(*CLIENT)
         .agg(
             F.count(F.lit(1)).alias("count"), F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi")
         )
@@ -104,51 +117,42 @@ def replay_dataframe(
     for r in counted:
         group = groups[(r.principal, r.client_id)]
         sizes[group] = sizes.get(group, 0) + int(r["count"])
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
-    label = _partition_labels(spark, partitions)
-    placed = {g: label[p] for g, p in _deal(sizes, partitions).items()}
+    slots = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    placed = _deal(sizes, slots)
     slot_table = spark.createDataFrame(
         [(p, c, placed[g]) for (p, c), g in groups.items()],
-        "principal string, client_id string, replay_slot long",
+        f"principal string, client_id string, {SLOT_COLUMN} int",
     )
-    # Spark's Arrow exchange with Python is slow on nested columns even when they are null
-    # (measured: the list of topic structs cost the JVM as much as the other 17 columns):
-    # topics cross it as JSON text, null but on mutations, and are parsed back after.
-    topics_type = events.schema["topics"].dataType if "topics" in events.columns else None
-    if not isinstance(topics_type, ArrayType):
-        topics_type = None
-    if topics_type is not None:
-        events = events.withColumn("topics", F.to_json("topics"))
-    names = events.columns
-    schema = StructType(
-        [
-            *events.schema.fields,
-            *(StructField(n, from_arrow_type(t)) for n, t in PREDICTION_TYPES.items()),
-        ]
+    # No shuffle: each scan task writes its rows straight into their slots' directories.
+    (
+        events.join(F.broadcast(slot_table), CLIENT)
+        .select(*events.columns, SLOT_COLUMN)
+        .write.mode("overwrite")
+        .partitionBy(SLOT_COLUMN)
+        .parquet(str(layout))
     )
-    output = [*names, *PREDICTION_TYPES]
+    first_ms = min((int(r["lo"]) for r in counted), default=0)
+    last_ms = max((int(r["hi"]) for r in counted), default=0)
+    return slots, first_ms, last_ms
 
-    def run_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches))
-        if table.num_rows:
-            yield from (
-                replay_table(table.select(names), quota_text, closed_loop)
-                .select(output)
-                .to_batches()
-            )
 
-    replayed = (
-        events.join(F.broadcast(slot_table), _CLIENT)
-        .repartition(partitions, "replay_slot")
-        .mapInArrow(run_partition, schema)
-    )
-    if topics_type is not None:
-        replayed = replayed.withColumn("topics", F.from_json("topics", topics_type))
-    bounds = (
-        min((int(r["lo"]) for r in counted), default=0),
-        max((int(r["hi"]) for r in counted), default=0),
-    )
-    return replayed, bounds
+def _run_slots(spark: SparkSession, job: SlotJob, slots: int) -> pd.DataFrame:
+    """One task per slot; the JVM only schedules them and gathers their (small) cells."""
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for slot in batch.column(0).to_pylist():
+                yield from run_slot(job, int(slot)).to_batches()
+
+    tasks = spark.range(0, slots, numPartitions=slots)
+    cells = tasks.mapInArrow(run, from_arrow_schema(CELL_SCHEMA)).toPandas()
+    return cells if len(cells) else CELL_SCHEMA.empty_table().to_pandas()
+
+
+def _fresh(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
 
 
 def _deal(sizes: dict[int, int], partitions: int) -> dict[int, int]:
@@ -163,55 +167,6 @@ def _deal(sizes: dict[int, int], partitions: int) -> dict[int, int]:
     return placed
 
 
-def _partition_labels(spark: SparkSession, partitions: int) -> list[int]:
-    """For each partition, a long that ``repartition(partitions, column)`` sends there.
-
-    Spark places rows by the Murmur3 hash of the column; asking Spark for it keeps this exact
-    on any version. A partition without a label found (never seen) falls back to label 0:
-    it costs balance only, never correctness, since whole groups move together either way.
-    """
-    rows = (
-        spark.range(64 * partitions)
-        .select("id", F.expr(f"pmod(hash(id), {partitions})").alias("partition"))
-        .collect()
-    )
-    label: dict[int, int] = {}
-    for row in rows:
-        label.setdefault(int(row["partition"]), int(row["id"]))
-    return [label.get(p, 0) for p in range(partitions)]
-
-
-def _cells(requests: DataFrame, lo: int, hi: int) -> pd.DataFrame:
-    """Per client and heatmap bucket (from ``lo`` to ``hi``), every count the summaries
-    need: one Spark job over the written requests instead of one per summary."""
-    width = max(1, (hi - lo) // HEATMAP_BUCKETS + 1)
-    throttle = F.col("predicted_throttle_ms")
-    delayed_bytes = F.when(
-        F.col("delay_ms") > 0, F.col("request_bytes") + F.col("response_bytes")
-    ).otherwise(0)
-
-    def count(condition: Any) -> Any:
-        return F.sum(condition.cast("long"))
-
-    cells = (
-        requests.withColumn("bucket", ((F.col("ts_ms") - lo) / width).cast("int"))
-        .groupBy(*_CLIENT, "bucket")
-        .agg(
-            F.count(F.lit(1)).alias("requests"),
-            count(throttle > 0).alias("throttled_requests"),
-            F.sum(throttle).cast("long").alias("total_throttle_ms"),
-            F.max(throttle).alias("max_throttle_ms"),
-            F.sum(delayed_bytes).cast("long").alias("delayed_bytes"),
-            count(F.col("predicted_error_code") != 0).alias("rejected_requests"),
-            F.sum(F.col("request_bytes") + F.col("response_bytes")).cast("long").alias("bytes"),
-            count(F.col("throttle_ms") > 0).alias("recorded_throttled_requests"),
-            count(throttle == F.col("throttle_ms")).alias("agree"),
-        )
-        .withColumn("bucket_start_ms", F.col("bucket") * width + lo)
-    )
-    return cells.toPandas()
-
-
 def entity_summary(cells: pd.DataFrame) -> pd.DataFrame:
     """Per client (principal, client id): how the candidate quotas would have treated it."""
     sums = [
@@ -223,7 +178,7 @@ def entity_summary(cells: pd.DataFrame) -> pd.DataFrame:
         "bytes",
         "recorded_throttled_requests",
     ]
-    grouped = cells.groupby(_CLIENT, sort=False)
+    grouped = cells.groupby(CLIENT, sort=False)
     entities = grouped[sums].sum().astype("int64")
     entities["max_throttle_ms"] = grouped["max_throttle_ms"].max().astype("int32")
     entities["throttled_fraction"] = entities["throttled_requests"] / entities["requests"]
@@ -241,7 +196,7 @@ def entity_summary(cells: pd.DataFrame) -> pd.DataFrame:
 
 def throttle_heatmap(cells: pd.DataFrame) -> pd.DataFrame:
     """Predicted throttle per client and time bucket (a fixed number of buckets)."""
-    heatmap = cells[[*_CLIENT, "bucket", "total_throttle_ms", "requests", "bucket_start_ms"]]
+    heatmap = cells[[*CLIENT, "bucket", "total_throttle_ms", "requests", "bucket_start_ms"]]
     return heatmap.rename(columns={"total_throttle_ms": "throttle_ms"}).astype(
         {"bucket": "int32", "throttle_ms": "int64", "requests": "int64", "bucket_start_ms": "int64"}
     )
@@ -250,8 +205,6 @@ def throttle_heatmap(cells: pd.DataFrame) -> pd.DataFrame:
 def _write_table(frame: pd.DataFrame, path: Path) -> None:
     """A small summary as one Parquet file in its own directory, as Spark's writer lays it
     out, written from the driver: a Spark job per summary costs more than the summary."""
-    if path.exists():
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
+    _fresh(path)
     table = pa.Table.from_pandas(frame, preserve_index=False)
     pq.write_table(table, path / "part-00000.parquet")

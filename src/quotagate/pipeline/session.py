@@ -24,9 +24,13 @@ def spark_session(
 
     A laptop or CI box has no routable hostname to bind to and no use for the UI, and
     Spark's default of 200 shuffle partitions makes small jobs spend their time in
-    scheduling, so all three are turned down here.
+    scheduling, so all three are turned down here. On a cluster the executors must reach
+    the driver, so only a ``local`` master binds it to loopback; elsewhere Spark's own
+    choice stands (``SPARK_LOCAL_IP`` / ``spark.driver.host`` as the operator sets them).
     """
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    local = master.startswith("local")
+    if local:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # The workers must run the same interpreter as the driver, or pandas UDFs fail
     # with version mismatches.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -38,8 +42,6 @@ def spark_session(
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", driver_memory)
         .config("spark.driver.extraJavaOptions", quiet_jvm)
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.default.parallelism", str(shuffle_partitions))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
@@ -49,6 +51,10 @@ def spark_session(
         .config("spark.sql.adaptive.coalescePartitions.enabled", "false")
         .config("spark.sql.sources.partitionOverwriteMode", "static")
     )
+    if local:
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")
     return spark

@@ -1,0 +1,107 @@
+"""One replay task's whole work, in the executor's Python worker: read its slot's events
+from Parquet, replay them through ``replay_core``, write the predictions to Parquet and
+return the per-client, per-bucket counts the summaries are made of.
+
+No event crosses between the JVM and Python: the JVM only tells the task its slot number.
+A slot holds whole replay groups (they share no sensor), so one engine per slot decides
+exactly as one per group, and every client's rows, hence its summary cells, are in one slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from quotagate.pipeline.replay_core import PREDICTION_TYPES, replay_table
+
+SLOT_COLUMN: Final = "replay_slot"
+CLIENT: Final = ["principal", "client_id"]
+CELL_SCHEMA: Final = pa.schema(
+    [
+        ("principal", pa.string()),
+        ("client_id", pa.string()),
+        ("bucket", pa.int32()),
+        ("requests", pa.int64()),
+        ("throttled_requests", pa.int64()),
+        ("total_throttle_ms", pa.int64()),
+        ("max_throttle_ms", pa.int32()),
+        ("delayed_bytes", pa.int64()),
+        ("rejected_requests", pa.int64()),
+        ("bytes", pa.int64()),
+        ("recorded_throttled_requests", pa.int64()),
+        ("agree", pa.int64()),
+        ("bucket_start_ms", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SlotJob:
+    """What every task needs: where the slots are, where results go, what to replay."""
+
+    layout: str
+    requests: str
+    quota_text: str
+    closed_loop: bool
+    first_ms: int
+    bucket_ms: int
+
+
+def slot_dir(layout: str | Path, slot: int) -> Path:
+    return Path(layout) / f"{SLOT_COLUMN}={slot}"
+
+
+def run_slot(job: SlotJob, slot: int) -> pa.Table:
+    """Replay one slot; its cells (no rows when no group was dealt to it)."""
+    source = slot_dir(job.layout, slot)
+    if not source.is_dir():
+        return CELL_SCHEMA.empty_table()
+    events = pq.read_table(source)
+    if not events.num_rows:
+        return CELL_SCHEMA.empty_table()
+    names = [n for n in events.column_names if n != SLOT_COLUMN]
+    replayed = replay_table(events.select(names), job.quota_text, job.closed_loop)
+    # The layout's files carry Spark's own schema in their metadata, which Spark would
+    # believe over the columns written here: the predictions would be invisible to it.
+    results = replayed.select([*names, *PREDICTION_TYPES]).replace_schema_metadata(None)
+    pq.write_table(results, Path(job.requests) / f"part-{slot:05d}.parquet")
+    return cells(replayed, job.first_ms, job.bucket_ms)
+
+
+def cells(requests: pa.Table, first_ms: int, bucket_ms: int) -> pa.Table:
+    """Per client and time bucket, every count the summaries need."""
+    frame = requests.select(
+        [*CLIENT, "ts_ms", "request_bytes", "response_bytes", "throttle_ms",
+         "predicted_throttle_ms", "predicted_error_code", "delay_ms"]
+    ).to_pandas()  # fmt: skip
+    throttle = frame["predicted_throttle_ms"].astype(np.int64)
+    size = frame["request_bytes"].astype(np.int64) + frame["response_bytes"].astype(np.int64)
+    facts = pd.DataFrame(
+        {
+            "principal": frame["principal"],
+            "client_id": frame["client_id"],
+            "bucket": ((frame["ts_ms"] - first_ms) // bucket_ms).astype(np.int32),
+            "requests": 1,
+            "throttled_requests": (throttle > 0).astype(np.int64),
+            "total_throttle_ms": throttle,
+            "max_throttle_ms": frame["predicted_throttle_ms"],
+            "delayed_bytes": size.where(frame["delay_ms"] > 0, 0),
+            "rejected_requests": (frame["predicted_error_code"] != 0).astype(np.int64),
+            "bytes": size,
+            "recorded_throttled_requests": (frame["throttle_ms"] > 0).astype(np.int64),
+            "agree": (throttle == frame["throttle_ms"]).astype(np.int64),
+        }
+    )
+    keys = [*CLIENT, "bucket"]
+    grouped = facts.groupby(keys, sort=False)
+    out = grouped.sum(numeric_only=True).drop(columns=["max_throttle_ms"])
+    out["max_throttle_ms"] = grouped["max_throttle_ms"].max()
+    out = out.reset_index()
+    out["bucket_start_ms"] = out["bucket"].astype(np.int64) * bucket_ms + first_ms
+    return pa.Table.from_pandas(out[CELL_SCHEMA.names], schema=CELL_SCHEMA, preserve_index=False)
