@@ -56,7 +56,7 @@ REQUEST_QUOTA_EXEMPT: Final = frozenset(
 )
 
 # API keys whose upstream time is never charged, with the reason it may wait upstream
-# (DESIGN.md "Request time"; docs/quotas.md reproduces this table).
+# (docs/design.md "Definitions"; docs/quotas.md reproduces this table).
 UPSTREAM_WAIT_NOT_CHARGED: Final[dict[int, str]] = {
     FETCH: "long poll up to fetch.max.wait.ms (DelayedFetch)",
     8: "OffsetCommit appends to __consumer_offsets with acks=all (DelayedProduce)",
