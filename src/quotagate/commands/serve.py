@@ -17,21 +17,21 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from quotagate.enforcement import QuotaCollector, QuotaEnforcement
 from quotagate.enforcement.settings import fleet_settings
-from quotagate.gateway.auth import setup as sasl_setup
-from quotagate.gateway.auth.authenticator import AuthenticatorFactory
-from quotagate.gateway.config import (
+from quotagate.gateway import (
     ConfigError,
+    EmbeddedBrokerError,
+    Gateway,
     GatewayConfig,
+    GatewayMetrics,
+    TansuBroker,
+    freeze_startup_heap,
     load_config,
     parse_host_port,
     parse_workers,
     validate,
     with_overrides,
 )
-from quotagate.gateway.embedded import EmbeddedBrokerError, TansuBroker
-from quotagate.gateway.heap import freeze_startup_heap
-from quotagate.gateway.metrics import GatewayMetrics
-from quotagate.gateway.server import Gateway
+from quotagate.gateway.auth import AuthenticatorFactory, authenticator_factory
 from quotagate.instance.metrics import WorkersCollector
 from quotagate.instance.ports import hold_listen_ports
 from quotagate.instance.supervisor import StartError, Supervisor
@@ -103,7 +103,7 @@ def serve(
 
 def authenticator_factory_for(settings: GatewayConfig) -> AuthenticatorFactory | None:
     """The authenticator of SASL listeners (None when no listener uses SASL)."""
-    return sasl_setup.authenticator_factory(settings)
+    return authenticator_factory(settings)
 
 
 def _settings(

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from quotagate.gateway.config import ConfigError, load_config, store_settings
+from quotagate.gateway import ConfigError, load_config, store_settings
 from quotagate.store.backends import (
     KAFKA,
     StoreError,

@@ -11,8 +11,7 @@ import typer
 from rich.console import Console, RenderableType
 from rich.live import Live
 
-from quotagate.gateway import ConfigError
-from quotagate.gateway.config import load_config
+from quotagate.gateway import ConfigError, load_config
 from quotagate.top.model import SORTS, ThrottleHistory, check_groups
 from quotagate.top.scrape import scrape_all
 from quotagate.top.view import frame

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from quotagate.gateway.config import ConfigError, GatewayConfig, load_config, store_settings
+from quotagate.gateway import ConfigError, GatewayConfig, load_config, store_settings
 from quotagate.store.backends import StoreError, StoreSettings, open_credentials
 from quotagate.store.credentials import DEFAULT_ITERATIONS, Credentials
 from quotagate.store.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramMechanism
