@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -204,6 +206,39 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
                         break
                 components.append(component)
     return components
+
+
+def test_reading_the_gateway_config_loads_no_librdkafka() -> None:
+    # In a fresh interpreter: this process may have loaded it already. A command that only
+    # reads its config (or a gateway on the SQLite store) must not pay for librdkafka.
+    probe = (
+        "import sys, quotagate.gateway.config; "
+        "heavy = ('confluent_kafka', 'quotagate.fleet'); "
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert loaded == "[]"
+
+
+# What the gateway may not know of its plug-ins: their config sections (a plug-in declares
+# them, ``Plugin.sections``) and their settings.
+PLUGIN_KNOWLEDGE: Final = ("PLUGIN_SECTIONS", "quota_windows", '"quotas"', '"fleet"', '"usage"')
+
+
+def test_the_gateway_names_no_plug_in_section() -> None:
+    named = sorted(
+        f"{module} names {word}"
+        for module in MODULES
+        if _package(module) == "gateway"
+        for word in PLUGIN_KNOWLEDGE
+        if word in MODULES[module].read_text(encoding="utf-8")
+    )
+    assert not named, "\n".join(named)
 
 
 REPOSITORY = SRC.parents[1]

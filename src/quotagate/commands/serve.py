@@ -15,8 +15,8 @@ import typer
 import uvloop
 from prometheus_client import CollectorRegistry, start_http_server
 
+from quotagate.commands.plugins import load_gateway_config
 from quotagate.enforcement import QuotaCollector, QuotaEnforcement
-from quotagate.enforcement.settings import fleet_settings
 from quotagate.gateway import (
     ConfigError,
     EmbeddedBrokerError,
@@ -25,7 +25,6 @@ from quotagate.gateway import (
     GatewayMetrics,
     TansuBroker,
     freeze_startup_heap,
-    load_config,
     parse_host_port,
     parse_workers,
     validate,
@@ -109,7 +108,7 @@ def authenticator_factory_for(settings: GatewayConfig) -> AuthenticatorFactory |
 def _settings(
     config: Path | None, listen: str | None, upstream: str | None, workers: str | None
 ) -> GatewayConfig:
-    settings = load_config(config) if config is not None else validate(GatewayConfig())
+    settings = load_gateway_config(config)
     settings = with_overrides(
         settings,
         parse_host_port("--listen", listen) if listen is not None else None,
@@ -118,7 +117,6 @@ def _settings(
     if workers is not None:
         count = parse_workers("--workers", workers if workers == "auto" else _number(workers))
         settings = validate(dataclasses.replace(settings, workers=count))
-    fleet_settings(settings)  # a wrong [fleet] says so now, not in every worker
     return settings
 
 

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from quotagate.enforcement.fleet_link import FleetLink, ReportLogFactory, upstream_report_log
 from quotagate.enforcement.metrics import build_snapshot
-from quotagate.enforcement.settings import THROTTLE, QuotaSettings, fleet_settings
+from quotagate.enforcement.settings import THROTTLE, QuotaSettings, configure, fleet_settings
 from quotagate.enforcement.stamps import ConnectionStamps
 from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
 from quotagate.enforcement.upstream_facts import UpstreamFacts, refresh_forever
@@ -97,7 +97,9 @@ class QuotaRuntime:
         ``report_log`` opens the fleet's usage topic (default: on the upstream)."""
         settings = QuotaSettings.from_config(config)
         if store is None:
-            store = open_quota_store(store_settings(config), f"quotagate-{member or 'store'}")
+            store = open_quota_store(
+                store_settings(configure(config)), f"quotagate-{member or 'store'}"
+            )
         runtime = cls(
             settings, gateway_id=config.gateway_id, bootstrap=config.bootstrap_servers, store=store
         )
