@@ -241,6 +241,50 @@ def test_the_gateway_names_no_plug_in_section() -> None:
     assert not named, "\n".join(named)
 
 
+# The per-request rule steps (which quota records what, and when) are written once, in
+# quota/decision.py, for gateway and replay alike; the managers define these methods, and the
+# `quotagate engine` calculator drives one manager with the numbers it is given.
+RECORDING: Final = frozenset(
+    {
+        "record_and_get_throttle_ms",
+        "record_nanos_and_get_throttle_ms",
+        "record_exempt",
+        "unrecord",
+        "new_quota_for",
+        "admit_mutations",
+    }
+)
+RECORDING_ALLOWED: Final = frozenset(
+    {
+        "quotagate.quota.decision",
+        "quotagate.quota.client_quota_manager",
+        "quotagate.quota.request_quota_manager",
+        "quotagate.quota.controller_mutation",
+        "quotagate.quota.connection_quotas",
+        "quotagate.commands.engine",
+    }
+)
+
+
+def _called(node: ast.AST) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    return node.func.id if isinstance(node.func, ast.Name) else None
+
+
+def test_the_rule_steps_are_written_once() -> None:
+    callers = sorted(
+        f"{module} calls {name}"
+        for module in MODULES
+        if module not in RECORDING_ALLOWED
+        for node in ast.walk(ast.parse(MODULES[module].read_text(encoding="utf-8")))
+        if (name := _called(node)) in RECORDING
+    )
+    assert not callers, "\n".join(callers)
+
+
 REPOSITORY = SRC.parents[1]
 CITATION = re.compile(r"\bdocs/[\w-]+\.md\b|\bDESIGN\.md\b")
 

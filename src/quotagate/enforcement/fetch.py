@@ -16,8 +16,9 @@ Fetch v0-3 (removed in Kafka 4.0) are forwarded untouched unless a fetch quota a
 the client; then v3 is metered by hand and v0-2 are answered UNSUPPORTED_VERSION in their
 own shape (see :meth:`FetchQuotaStage._removed`), and ApiVersions does not advertise v0-2.
 
-The final decision is the throttle stage's (:meth:`QuotaRuntime.finish`); this stage only
-records and prepares the empty response.
+The final decision is the throttle stage's (:meth:`QuotaRuntime.finish`, which records the
+size through :func:`quotagate.quota.decide`); this stage only notes the size and prepares the
+empty response.
 """
 
 from __future__ import annotations
@@ -149,11 +150,7 @@ class FetchQuotaStage(Stage):
         ticket = exchange.get(TICKET_KEY)
         if frame is None or ticket is None or ticket.follower_fetch:
             return
-        size = kafka_fetch_size(frame, exchange.api_version)
-        ticket.fetch_bytes = size
-        ticket.fetch_ms = self.runtime.managers.fetch.record_and_get_throttle_ms(
-            ticket.user, ticket.client_id, size, ticket.now_ms
-        )
+        ticket.fetch_bytes = kafka_fetch_size(frame, exchange.api_version)
 
 
 def _empty_removed(exchange: Exchange, throttle_ms: int) -> bytes:

@@ -33,7 +33,7 @@ from quotagate.protocol import api_keys, api_table, removed_versions
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
-from quotagate.quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE, admit_mutations
+from quotagate.quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE, admit
 from quotagate.quota.request_rules import MUTATION_APIS
 
 _REJECTED_KEY: Final = StateKey[list[tuple[Any, int, str]]]("mutation.rejected")
@@ -111,11 +111,11 @@ class ControllerMutationStage(Stage):
             ticket.validate_only = True  # exempt (ZooKeeper-mode KIP-599); KRaft charges it
             return
         ticket.partition_mutations = sum(count for count in counts if count > 0)
-        quota = runtime.managers.controller.new_quota_for(
-            api_key, exchange.api_version, ticket.user, ticket.client_id, ticket.now_ms
-        )
-        ticket.mutation_quota = quota
-        verdicts = admit_mutations(quota, counts, ticket.now_ms)
+        version = exchange.api_version
+        charging = ticket.charging(api_key, version)
+        facts = ticket.facts(charging, api_key, version, mutation_counts=counts)
+        ticket.admission = admission = admit(runtime.managers, facts)
+        verdicts = admission.admitted
         admitted = [item for item, ok in zip(items, verdicts, strict=True) if ok]
         rejected = [item for item, ok in zip(items, verdicts, strict=True) if not ok]
         if not rejected or removed:

@@ -25,7 +25,14 @@ from quotagate.fleet.settings import FleetSettings
 from quotagate.gateway import ConnectionLimits, Exchange, GatewayConfig, store_settings
 from quotagate.logs import kv
 from quotagate.protocol import api_table
-from quotagate.quota import Cause, QuotaManagers, TopicBytesInQuota, principal_user, settle
+from quotagate.quota import (
+    NOT_ADMITTED,
+    Cause,
+    QuotaManagers,
+    TopicBytesInQuota,
+    decide,
+    principal_user,
+)
 from quotagate.store.backends import QuotaBackend, open_quota_store
 from quotagate.store.quotas import Change, EntityKey, entity_key
 from quotagate.usage.writer import UsageWriter, UsageWriterSettings
@@ -328,22 +335,19 @@ class QuotaRuntime:
         ticket.finished = True
         if self.usage is None and not self._may_throttle(ticket):
             return  # nothing below would record, throttle or write anything
-        now_ms = ticket.now_ms
         api_key = exchange.api_key
-        charging = ticket.charging(api_key, exchange.api_version)
+        api_version = exchange.api_version
+        charging = ticket.charging(api_key, api_version)
         elapsed_ns = time.monotonic_ns() - exchange.received_ns
         upstream_ns = exchange.upstream_ns
         gateway_us = max(elapsed_ns - upstream_ns, 0) // 1000
         charged_upstream_us = upstream_ns // 1000 if charging.upstream_time else 0
-        throttle_ms, cause = settle(
-            self.managers,
-            charging,
-            ticket.user,
-            ticket.client_id,
-            (gateway_us + charged_upstream_us) * 1000,
-            ticket.other_throttles(charging.other),
-            now_ms,
-            ticket.fetch_bytes if ticket.fetch_empty is not None else -1,
+        request_time_ns = (gateway_us + charged_upstream_us) * 1000
+        facts = ticket.facts(charging, api_key, api_version, request_time_ns)
+        # A request no stage admitted was left to the upstream: its arrival recorded nothing.
+        # The error the quotas imposed was set when the stage cut the request.
+        throttle_ms, cause, _ = decide(
+            self.managers, facts, ticket.admission or NOT_ADMITTED, ticket.gateway_throttles()
         )
         has_response = exchange.response_frame is not None
         if throttle_ms > 0 and ticket.fetch_empty is not None:
@@ -355,7 +359,7 @@ class QuotaRuntime:
                 exchange.replace_response(empty)
         if throttle_ms > 0:
             self._throttle(exchange, ticket, cause, throttle_ms)
-            if has_response and api_table.has_throttle_time(api_key, exchange.api_version):
+            if has_response and api_table.has_throttle_time(api_key, api_version):
                 exchange.set_throttle_time_ms(throttle_ms)
             exchange.mute(throttle_ms)
         usage = self.usage
@@ -372,13 +376,14 @@ class QuotaRuntime:
             )
 
     def _may_throttle(self, ticket: QuotaTicket) -> bool:
-        """Whether settling could record or throttle: a request-time quota is configured
-        (it records every request, exempt or not) or another quota already throttled."""
+        """Whether deciding could record or throttle: a request-time quota is configured (it
+        records every request, exempt or not), a fetch quota has a fetch to record, or a quota
+        charged on arrival throttled."""
         return (
             self.managers.request.quotas_enabled
             or ticket.produce_ms > 0
             or ticket.topic_bytes_in_ms > 0
-            or ticket.fetch_ms > 0
+            or (ticket.fetch_bytes >= 0 and self.managers.fetch.quotas_enabled)
             or ticket.mutation_quota is not None
         )
 
