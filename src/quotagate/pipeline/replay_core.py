@@ -382,7 +382,7 @@ def _closed_loop(
     charging, users, clients, api_keys, versions, thread_ns, sent, got, counts = columns
     n = len(ts)
     at = [0] * n
-    decided: list[Decision] = [Decision(0, Cause.NONE, 0)] * n
+    decided: list[Decision] = [(0, Cause.NONE, 0)] * n
     queues: dict[int, list[int]] = {}
     for i, unit in enumerate(units):
         queues.setdefault(unit, []).append(i)
