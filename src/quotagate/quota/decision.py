@@ -130,7 +130,8 @@ class Admission:
 
 
 NOT_ADMITTED: Final = Admission()
-"""A request whose arrival recorded nothing (the gateway left it to the upstream)."""
+"""An arrival that throttles nothing: a request the gateway left to the upstream, or a
+produce within its quota. Shared: an admission is never changed."""
 
 Decision = tuple[int, Cause, int]
 """(throttle ms, cause, error code the quotas imposed or 0): a plain tuple, made once per
@@ -141,11 +142,11 @@ def admit(managers: QuotaManagers, facts: RequestFacts) -> Admission:
     """Step 1, as the request arrives: the produce quota, or the mutation quota topic by topic."""
     other = facts.charging.other
     if other is _PRODUCE_QUOTA:
-        return Admission(
-            managers.produce.record_and_get_throttle_ms(
-                facts.user, facts.client_id, facts.request_bytes, facts.now_ms
-            )
+        throttle_ms = managers.produce.record_and_get_throttle_ms(
+            facts.user, facts.client_id, facts.request_bytes, facts.now_ms
         )
+        # Nearly every produce passes: share one answer rather than make one per request.
+        return Admission(throttle_ms) if throttle_ms else NOT_ADMITTED
     if other is _STRICT_MUTATION or other is _PERMISSIVE_MUTATION:
         now_ms = facts.now_ms
         quota = managers.controller.new_quota_for(
