@@ -83,7 +83,7 @@ class ProduceQuotaStage(Stage):
             self._cut(exchange, refused)
             return
         if ticket.acks == 0:
-            runtime.finish(exchange, ticket)
+            runtime.response_throttle.finish(exchange, ticket)
 
     def on_response(self, exchange: Exchange) -> None:
         removed = exchange.get(_REMOVED_REFUSED_KEY)

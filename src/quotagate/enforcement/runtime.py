@@ -21,17 +21,14 @@ from quotagate.enforcement.metrics import build_snapshot
 from quotagate.enforcement.settings import THROTTLE, QuotaSettings, configure, fleet_settings
 from quotagate.enforcement.stamps import ConnectionStamps
 from quotagate.enforcement.store_sync import QuotaStoreSync
+from quotagate.enforcement.throttle import ResponseThrottle
 from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
 from quotagate.enforcement.upstream_facts import UpstreamFacts, refresh_forever
 from quotagate.fleet.settings import FleetSettings
 from quotagate.gateway import ConnectionLimits, Exchange, GatewayConfig, store_settings
-from quotagate.protocol import api_table
 from quotagate.quota import (
-    NOT_ADMITTED,
-    Cause,
     QuotaManagers,
     TopicBytesInQuota,
-    decide,
     principal_user,
 )
 from quotagate.store.backends import QuotaBackend, open_quota_store
@@ -68,11 +65,9 @@ class QuotaRuntime:
         self._topic_quota = TopicBytesInQuota(settings.total_bytes_in_threshold, _wall_ms())
         self.topic_throttle_mode = settings.topic_bytes_in_mode == THROTTLE
         self.facts = UpstreamFacts(settings.num_partitions)
-        self.usage: UsageWriter | None = None
         self.last_now_ms = 0
         """The latest ``now_ms`` any decision used (it may run ahead of the wall clock)."""
         self.topic_refusals = 0
-        self.topic_throttles = 0
         self.snapshot: dict[str, Any] = {}
         """Metric values for the Prometheus collector, swapped whole every housekeeping tick."""
         self.stamps = ConnectionStamps()
@@ -82,6 +77,7 @@ class QuotaRuntime:
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self.store_sync = QuotaStoreSync(settings, self.managers, self._topic_quota, store)
+        self.response_throttle = ResponseThrottle(self.managers, gateway_id)
 
     @classmethod
     def from_config(
@@ -121,6 +117,19 @@ class QuotaRuntime:
             report_log(fleet, member),
             self.fleet_now_ms,
         )
+
+    @property
+    def usage(self) -> UsageWriter | None:
+        """The usage-event writer, while started with ``[usage] path`` set."""
+        return self.response_throttle.usage
+
+    @usage.setter
+    def usage(self, writer: UsageWriter | None) -> None:
+        self.response_throttle.usage = writer
+
+    @property
+    def topic_throttles(self) -> int:
+        return self.response_throttle.topic_throttles
 
     @property
     def topic_quota(self) -> TopicBytesInQuota:
@@ -247,72 +256,8 @@ class QuotaRuntime:
         self.clients.pop(connection_id, None)
 
     def finish(self, exchange: Exchange, ticket: QuotaTicket) -> None:
-        """The KIP-219 step: request-time quota, max of all throttles, mute, usage event."""
-        if ticket.finished:
-            return
-        ticket.finished = True
-        if self.usage is None and not self._may_throttle(ticket):
-            return  # nothing below would record, throttle or write anything
-        api_key = exchange.api_key
-        api_version = exchange.api_version
-        charging = ticket.charging(api_key, api_version)
-        elapsed_ns = time.monotonic_ns() - exchange.received_ns
-        upstream_ns = exchange.upstream_ns
-        gateway_us = max(elapsed_ns - upstream_ns, 0) // 1000
-        charged_upstream_us = upstream_ns // 1000 if charging.upstream_time else 0
-        request_time_ns = (gateway_us + charged_upstream_us) * 1000
-        facts = ticket.facts(charging, api_key, api_version, request_time_ns)
-        # A request no stage admitted was left to the upstream: its arrival recorded nothing.
-        # The error the quotas imposed was set when the stage cut the request.
-        throttle_ms, cause, _ = decide(
-            self.managers, facts, ticket.admission or NOT_ADMITTED, ticket.gateway_throttles()
-        )
-        has_response = exchange.response_frame is not None
-        if throttle_ms > 0 and ticket.fetch_empty is not None:
-            # Spec §6.1: a throttled fetch's data is not sent (its bytes were taken back).
-            empty = ticket.fetch_empty(throttle_ms)
-            if isinstance(empty, bytes):  # a version kio does not model, built by hand
-                exchange.replace_response_frame(empty)
-            elif empty is not None:
-                exchange.replace_response(empty)
-        if throttle_ms > 0:
-            self._throttle(exchange, ticket, cause, throttle_ms)
-            if has_response and api_table.has_throttle_time(api_key, api_version):
-                exchange.set_throttle_time_ms(throttle_ms)
-            exchange.mute(throttle_ms)
-        usage = self.usage
-        if usage is not None:
-            usage.add(
-                ticket.usage_row(
-                    exchange,
-                    self.gateway_id,
-                    gateway_us,
-                    charged_upstream_us,
-                    throttle_ms,
-                    cause,
-                )
-            )
-
-    def _may_throttle(self, ticket: QuotaTicket) -> bool:
-        """Whether deciding could record or throttle: a request-time quota is configured (it
-        records every request, exempt or not), a fetch quota has a fetch to record, or a quota
-        charged on arrival throttled."""
-        return (
-            self.managers.request.quotas_enabled
-            or ticket.produce_ms > 0
-            or ticket.topic_bytes_in_ms > 0
-            or (ticket.fetch_bytes >= 0 and self.managers.fetch.quotas_enabled)
-            or ticket.mutation_quota is not None
-        )
-
-    def _throttle(self, exchange: Exchange, ticket: QuotaTicket, cause: Cause, ms: int) -> None:
-        """Record the throttle in the winning quota's throttle-time sensor only (spec §6.1)."""
-        manager = self.managers.by_cause(cause)
-        if manager is not None:
-            channel = exchange.connection.connection_id
-            manager.throttle(ticket.user, ticket.client_id, channel, ms, ticket.now_ms)
-        elif cause is Cause.TOPIC_BYTES_IN:
-            self.topic_throttles += 1
+        """The KIP-219 step (the throttle stage's :class:`ResponseThrottle`)."""
+        self.response_throttle.finish(exchange, ticket)
 
     # -- housekeeping ----------------------------------------------------------------------
 
