@@ -16,7 +16,7 @@ Fetch v0-3 (removed in Kafka 4.0) are forwarded untouched unless a fetch quota a
 the client; then v3 is metered by hand and v0-2 are answered UNSUPPORTED_VERSION in their
 own shape (see :meth:`FetchQuotaStage._removed`), and ApiVersions does not advertise v0-2.
 
-The final decision is the throttle stage's (:meth:`QuotaRuntime.finish`, which records the
+The final decision is the throttle stage's (:class:`ResponseThrottle`, which records the
 size through :func:`quotagate.quota.decide`); this stage only notes the size and prepares the
 empty response.
 """

@@ -3,7 +3,8 @@
 Holds the engine's managers, the topic bytes-in thresholds, the usage-event writer and what is
 known about the upstream; starts and stops them, joins the fleet and keeps house every second.
 What the store holds and the admin writes to it are :class:`QuotaStoreSync`'s
-(``store_sync``); the final KIP-219 decision of every request is :meth:`QuotaRuntime.finish`.
+(``store_sync``); the final KIP-219 step of every request is the throttle stage's
+:class:`ResponseThrottle` (``response_throttle``).
 Everything runs on the gateway's event loop; only the usage writer and the Prometheus collector
 have threads of their own, and they see the engine only through snapshots.
 """
