@@ -2,8 +2,9 @@
 
 :mod:`quotagate.quota.request_rules` says how a kind of request is charged (its
 :class:`Charging`); this module applies that to one request, and is the only place where the
-managers are told to record a request (``grep record_ src/quotagate`` outside the managers
-finds it alone). The rule steps, in Kafka's order:
+managers are told to record a request (tests/test_layers.py checks that no other module
+calls their recording methods, the ``quotagate engine`` calculator aside). The rule steps,
+in Kafka's order:
 
 1. **Arrival** (:func:`admit`): a Produce records its size on ``producer_byte_rate``; a
    mutation request (CreateTopics, DeleteTopics, CreatePartitions) is admitted topic by topic
