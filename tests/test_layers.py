@@ -1,4 +1,6 @@
-"""The README's ring rule, read from the source: imports point inward only, no cycles.
+"""The README's ring rule, read from the source: imports point inward only, no cycles, the
+outer packages use the gateway through its public faces, the core is pure, and the heavy
+third-party libraries stay in the packages built around them.
 
 Every ``import`` counts, those under ``TYPE_CHECKING`` and inside functions too: a cycle that
 only the type checker sees is still two modules that cannot be understood one at a time.
@@ -7,8 +9,12 @@ only the type checker sees is still two modules that cannot be understood one at
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -72,15 +78,84 @@ def test_imports_point_inward_only() -> None:
     assert not outward, "\n".join(outward)
 
 
-def test_enforcement_uses_only_the_gateways_public_surface() -> None:
+# The packages built on the gateway see it only through these faces (``__init__`` modules
+# with ``__all__``): the modules behind them may change freely.
+GATEWAY_FACES: Final = frozenset({"quotagate.gateway", "quotagate.gateway.auth"})
+
+
+@pytest.mark.parametrize("package", ["enforcement", "instance", "commands"])
+def test_outer_packages_use_only_the_gateways_public_surface(package: str) -> None:
     private = sorted(
         f"{module} -> {target}"
         for module in MODULES
-        if _package(module) == "enforcement"
+        if _package(module) == package
         for target in _imports(module)
-        if target.startswith("quotagate.gateway.")
+        if target.startswith("quotagate.gateway.") and target not in GATEWAY_FACES
     )
     assert not private, "\n".join(private)
+
+
+def _third_party(module: str) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """The libraries ``module`` imports, top-level name first, with the names taken from them
+    (empty for a plain ``import``)."""
+    for node in ast.walk(ast.parse(MODULES[module].read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from ((a.name.split(".")[0], ()) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module.split(".")[0], tuple(a.name for a in node.names)
+
+
+# The core takes time and bytes as arguments (docs/design.md): no clock, socket, thread or
+# event loop may reach it. ``from datetime import timedelta`` is a duration (kio's type for
+# throttle_time), not a clock, and stays allowed.
+PURE: Final = frozenset({"quota", "protocol"})
+IMPURE: Final = frozenset(
+    {
+        "time",
+        "datetime",
+        "socket",
+        "ssl",
+        "selectors",
+        "threading",
+        "_thread",
+        "multiprocessing",
+        "concurrent",
+        "asyncio",
+        "uvloop",
+    }
+)
+DURATIONS_ONLY: Final = ("datetime", ("timedelta",))
+
+
+@pytest.mark.parametrize("package", sorted(PURE))
+def test_the_core_imports_no_clock_socket_thread_or_event_loop(package: str) -> None:
+    impure = sorted(
+        f"{module} imports {library}"
+        for module in MODULES
+        if _package(module) == package
+        for library, names in _third_party(module)
+        if library in IMPURE and (library, names) != DURATIONS_ONLY
+    )
+    assert not impure, "\n".join(impure)
+
+
+# Heavy libraries and the packages allowed to import them: librdkafka only where the fleet's
+# topics are (the rest reaches it through ``fleet``), Spark only in the pipeline and its CLI.
+CONFINED: Final[dict[str, frozenset[str]]] = {
+    "confluent_kafka": frozenset({"fleet"}),
+    "pyspark": frozenset({"pipeline", "commands"}),
+}
+
+
+@pytest.mark.parametrize("library", sorted(CONFINED))
+def test_heavy_libraries_stay_in_their_packages(library: str) -> None:
+    strays = sorted(
+        module
+        for module in MODULES
+        if _package(module) not in CONFINED[library]
+        and any(name == library for name, _ in _third_party(module))
+    )
+    assert not strays, f"{library} imported by: {', '.join(strays)}"
 
 
 def test_no_import_cycles() -> None:
@@ -132,6 +207,101 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
                         break
                 components.append(component)
     return components
+
+
+def test_reading_the_gateway_config_loads_no_librdkafka() -> None:
+    # In a fresh interpreter: this process may have loaded it already. A command that only
+    # reads its config (or a gateway on the SQLite store) must not pay for librdkafka.
+    probe = (
+        "import sys, quotagate.gateway.config; "
+        "heavy = ('confluent_kafka', 'quotagate.fleet'); "
+        "print(sorted(m for m in sys.modules if m.startswith(heavy)))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert loaded == "[]"
+
+
+# What the gateway may not know of its plug-ins: their config sections (a plug-in declares
+# them, ``Plugin.sections``) and their settings.
+PLUGIN_KNOWLEDGE: Final = ("PLUGIN_SECTIONS", "quota_windows", '"quotas"', '"fleet"', '"usage"')
+
+
+def test_the_gateway_names_no_plug_in_section() -> None:
+    named = sorted(
+        f"{module} names {word}"
+        for module in MODULES
+        if _package(module) == "gateway"
+        for word in PLUGIN_KNOWLEDGE
+        if word in MODULES[module].read_text(encoding="utf-8")
+    )
+    assert not named, "\n".join(named)
+
+
+# The per-request rule steps (which quota records what, and when) are written once, in
+# quota/decision.py, for gateway and replay alike; the managers define these methods, and the
+# `quotagate engine` calculator drives one manager with the numbers it is given.
+RECORDING: Final = frozenset(
+    {
+        "record_and_get_throttle_ms",
+        "record_nanos_and_get_throttle_ms",
+        "record_exempt",
+        "unrecord",
+        "new_quota_for",
+        "admit_mutations",
+    }
+)
+RECORDING_ALLOWED: Final = frozenset(
+    {
+        "quotagate.quota.decision",
+        "quotagate.quota.client_quota_manager",
+        "quotagate.quota.request_quota_manager",
+        "quotagate.quota.controller_mutation",
+        "quotagate.quota.connection_quotas",
+        "quotagate.commands.engine",
+    }
+)
+
+
+def _called(node: ast.AST) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    return node.func.id if isinstance(node.func, ast.Name) else None
+
+
+def test_the_rule_steps_are_written_once() -> None:
+    callers = sorted(
+        f"{module} calls {name}"
+        for module in MODULES
+        if module not in RECORDING_ALLOWED
+        for node in ast.walk(ast.parse(MODULES[module].read_text(encoding="utf-8")))
+        if (name := _called(node)) in RECORDING
+    )
+    assert not callers, "\n".join(callers)
+
+
+REPOSITORY = SRC.parents[1]
+CITATION = re.compile(r"\bdocs/[\w-]+\.md\b|\bDESIGN\.md\b")
+
+
+def test_every_cited_design_document_is_in_the_repository() -> None:
+    # The design was once cited from a DESIGN.md outside the repository, a rule nobody could
+    # read; what the project needs of it is docs/design.md, and every docs/*.md named in the
+    # source, the docs and the README must exist.
+    texts = [*MODULES.values(), *(REPOSITORY / "docs").glob("*.md"), REPOSITORY / "README.md"]
+    missing = sorted(
+        f"{path.relative_to(REPOSITORY)} cites {name}"
+        for path in texts
+        for name in set(CITATION.findall(path.read_text(encoding="utf-8")))
+        if not (REPOSITORY / name).is_file()
+    )
+    assert not missing, "\n".join(missing)
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))

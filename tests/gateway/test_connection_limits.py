@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from quotagate.enforcement import QuotaEnforcement, QuotaRuntime, QuotaSettings
 from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.config import ConfigError, load_config, parse_config, quota_windows
+from quotagate.gateway.config import ConfigError, load_config, parse_config
 from quotagate.gateway.connection_limits import ConnectionLimits
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.metrics import GatewayMetrics
@@ -80,7 +81,9 @@ def test_creation_rate_makes_the_acceptor_wait(
     """Kafka's max.connection.creation.rate, per listener (listener.name.X.) or broker-wide:
     over the rate, connections are not refused; the listener takes them more slowly."""
     rate = 10
-    gateway = start_gateway(tansu.bootstrap, extra={"quotas": {"quota.window.num": 2}}, **where)
+    # Kafka measures creation rates over the client-quota windows, which the quota plug-in owns.
+    windows = QuotaEnforcement(QuotaRuntime(QuotaSettings(window_num=2)))
+    gateway = start_gateway(tansu.bootstrap, plugins=[windows], **where)
     host, port = gateway.bootstrap.host, gateway.bootstrap.port
     started = time.monotonic()
     socks = [connect_from("127.0.0.2", host, port, timeout_s=30) for _ in range(3 * rate)]
@@ -119,13 +122,26 @@ def test_listener_max_connections_makes_its_acceptor_wait(
     gateway.stop()
 
 
+def _rate_windows(limits: ConnectionLimits) -> int:
+    return limits.quotas.broker_rate_metric().metrics[0].config.samples
+
+
 def test_connection_rates_use_the_client_quota_windows() -> None:
-    """Kafka measures connection rates over quota.window.num x quota.window.size.seconds."""
-    config = parse_config({"quotas": {"quota": {"window": {"num": 3}}}})
-    assert quota_windows(config) == (3, 1)
-    assert quota_windows(parse_config({})) == (11, 1)
+    """Kafka measures connection rates over quota.window.num x quota.window.size.seconds; the
+    [quotas] section is the quota plug-in's, and it sets the gateway's windows when attached."""
+    sections = QuotaEnforcement.sections
+    config = parse_config({"quotas": {"quota": {"window": {"num": 3}}}}, sections)
+    limits = ConnectionLimits(config, GatewayMetrics())
+    assert _rate_windows(limits) == 11  # Kafka's default, until a plug-in says otherwise
+    QuotaEnforcement(QuotaRuntime(QuotaSettings.from_config(config))).attach(limits)
+    assert _rate_windows(limits) == 3
     with pytest.raises(ConfigError, match=r"quota\.window\.size\.seconds = 0 is out of range"):
-        parse_config({"quotas": {"quota.window.size.seconds": 0}})
+        QuotaEnforcement.configure(
+            parse_config({"quotas": {"quota.window.size.seconds": 0}}, sections)
+        )
+    # The gateway alone owns no [quotas]: a section no plug-in declared is refused.
+    with pytest.raises(ConfigError, match=r"unknown section \[quotas\]"):
+        parse_config({"quotas": {}})
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,8 @@ from confluent_kafka.admin import AdminClient
 from typer.testing import CliRunner
 
 from quotagate.cli import app
-from quotagate.gateway.config import ConfigError, load_config
+from quotagate.commands.plugins import load_gateway_config
+from quotagate.gateway.config import ConfigError
 from quotagate.gateway.embedded import free_port
 
 runner = CliRunner()
@@ -51,7 +52,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_config_mistakes_say_what_and_how_to_fix(tmp_path: Path, toml: str, message: str) -> None:
     path = _write(tmp_path, toml)
     with pytest.raises(ConfigError) as caught:
-        load_config(path)
+        load_gateway_config(path)
     assert message in str(caught.value)
     result = runner.invoke(app, ["serve", "--config", str(path)])
     assert result.exit_code == 2
@@ -73,7 +74,7 @@ def test_missing_config_file(tmp_path: Path) -> None:
 
 
 def test_the_example_config_loads() -> None:
-    config = load_config(Path(__file__).parents[2] / "examples" / "quotagate.toml")
+    config = load_gateway_config(Path(__file__).parents[2] / "examples" / "quotagate.toml")
     assert config.listeners[0].port_for_node(111) == 9193
     assert config.bootstrap_servers == ()  # embedded tansu
 

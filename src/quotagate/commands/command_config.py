@@ -17,11 +17,11 @@ from typing import Annotated, Final
 import typer
 
 from quotagate.client.config import AdminConfig, parse_bootstrap
-from quotagate.gateway.secured_streams import open_streams
-from quotagate.gateway.upstream_security import (
+from quotagate.gateway import (
     SECURITY_KEYS,
     UpstreamSecurity,
     UpstreamSecurityError,
+    open_streams,
     parse_upstream_security,
 )
 

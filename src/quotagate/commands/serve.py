@@ -15,23 +15,22 @@ import typer
 import uvloop
 from prometheus_client import CollectorRegistry, start_http_server
 
+from quotagate.commands.plugins import load_gateway_config
 from quotagate.enforcement import QuotaCollector, QuotaEnforcement
-from quotagate.enforcement.settings import fleet_settings
-from quotagate.gateway.auth import setup as sasl_setup
-from quotagate.gateway.auth.authenticator import AuthenticatorFactory
-from quotagate.gateway.config import (
+from quotagate.gateway import (
     ConfigError,
+    EmbeddedBrokerError,
+    Gateway,
     GatewayConfig,
-    load_config,
+    GatewayMetrics,
+    TansuBroker,
+    freeze_startup_heap,
     parse_host_port,
     parse_workers,
     validate,
     with_overrides,
 )
-from quotagate.gateway.embedded import EmbeddedBrokerError, TansuBroker
-from quotagate.gateway.heap import freeze_startup_heap
-from quotagate.gateway.metrics import GatewayMetrics
-from quotagate.gateway.server import Gateway
+from quotagate.gateway.auth import AuthenticatorFactory, authenticator_factory
 from quotagate.instance.metrics import WorkersCollector
 from quotagate.instance.ports import hold_listen_ports
 from quotagate.instance.supervisor import StartError, Supervisor
@@ -103,13 +102,13 @@ def serve(
 
 def authenticator_factory_for(settings: GatewayConfig) -> AuthenticatorFactory | None:
     """The authenticator of SASL listeners (None when no listener uses SASL)."""
-    return sasl_setup.authenticator_factory(settings)
+    return authenticator_factory(settings)
 
 
 def _settings(
     config: Path | None, listen: str | None, upstream: str | None, workers: str | None
 ) -> GatewayConfig:
-    settings = load_config(config) if config is not None else validate(GatewayConfig())
+    settings = load_gateway_config(config)
     settings = with_overrides(
         settings,
         parse_host_port("--listen", listen) if listen is not None else None,
@@ -118,7 +117,6 @@ def _settings(
     if workers is not None:
         count = parse_workers("--workers", workers if workers == "auto" else _number(workers))
         settings = validate(dataclasses.replace(settings, workers=count))
-    fleet_settings(settings)  # a wrong [fleet] says so now, not in every worker
     return settings
 
 

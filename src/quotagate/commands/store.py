@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from quotagate.gateway.config import ConfigError, load_config, store_settings
+from quotagate.commands.plugins import load_gateway_config
+from quotagate.gateway import ConfigError, store_settings
 from quotagate.store.backends import (
     KAFKA,
     StoreError,
@@ -46,7 +47,7 @@ def migrate(
     """Copy every client quota, topic threshold and SCRAM credential of a SQLite store into
     the config topic. Idempotent: what the topic already holds is left alone."""
     try:
-        settings = load_config(config)
+        settings = load_gateway_config(config)
     except ConfigError as exc:
         raise typer.BadParameter(str(exc), param_hint="--config") from exc
     destination = store_settings(settings)

@@ -11,8 +11,8 @@ import typer
 from rich.console import Console, RenderableType
 from rich.live import Live
 
+from quotagate.commands.plugins import load_gateway_config
 from quotagate.gateway import ConfigError
-from quotagate.gateway.config import load_config
 from quotagate.top.model import SORTS, ThrottleHistory, check_groups
 from quotagate.top.scrape import scrape_all
 from quotagate.top.view import frame
@@ -114,7 +114,7 @@ def endpoint_url(text: str) -> str:
 
 def _from_config(path: Path) -> str:
     try:
-        settings = load_config(path)
+        settings = load_gateway_config(path)
     except (OSError, ConfigError) as exc:
         raise typer.BadParameter(f"{path}: {exc}", param_hint="--config") from None
     address = settings.metrics_listen

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import typer
 
-from quotagate.gateway.config import ConfigError, GatewayConfig, load_config, store_settings
+from quotagate.commands.plugins import load_gateway_config
+from quotagate.gateway import ConfigError, GatewayConfig, store_settings
 from quotagate.store.backends import StoreError, StoreSettings, open_credentials
 from quotagate.store.credentials import DEFAULT_ITERATIONS, Credentials
 from quotagate.store.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramMechanism
@@ -44,7 +45,7 @@ def resolve_store(store: Path | None, config: Path | None) -> StoreSettings:
         return StoreSettings(path=str(store))
     if config is not None:
         try:
-            return store_settings(load_config(config))
+            return store_settings(load_gateway_config(config))
         except ConfigError as exc:
             raise typer.BadParameter(str(exc), param_hint="--config") from exc
     return store_settings(GatewayConfig())

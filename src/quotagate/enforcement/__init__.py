@@ -2,8 +2,8 @@
 
 A gateway plug-in built on the gateway's public stage API only: :class:`QuotaEnforcement`
 owns the shared :class:`QuotaRuntime` and gives the stages in the order they must run. The
-per-request rules themselves are the engine's (``quotagate.quota.request_rules``), shared with
-the pipeline's replay.
+per-request rules themselves are the engine's (``quotagate.quota.decide``, from the facts the
+stages gather), shared with the pipeline's replay.
 """
 
 from quotagate.enforcement.metrics import QuotaCollector

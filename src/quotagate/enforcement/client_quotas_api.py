@@ -45,7 +45,9 @@ class ClientQuotasApiStage(Stage):
     }
 
     def __init__(self, runtime: QuotaRuntime) -> None:
-        self.runtime = runtime
+        # Only the parts it uses: the request's ticket and the store's quotas and writes.
+        self._ticket = runtime.ticket
+        self._store = runtime.store_sync
 
     def on_request(self, exchange: Exchange) -> None:
         try:
@@ -75,10 +77,10 @@ class ClientQuotasApiStage(Stage):
                     FilterComponent(component.entity_type, match_type, component.match)
                 )
             quota_filter = ClientQuotaFilter(tuple(components), bool(request.strict))
-            entities = [dict(key) for key in self.runtime.client_quotas]
+            entities = [dict(key) for key in self._store.client_quotas]
             matched = quota_filter.select(entities)
         except QuotaConfigError as error:
-            self.runtime.ticket(exchange).impose_error(error.error_code)
+            self._ticket(exchange).impose_error(error.error_code)
             return build(
                 schema,
                 throttle_time=_ZERO,
@@ -91,7 +93,7 @@ class ClientQuotasApiStage(Stage):
         value_cls = nested(schema, "ValueData")
         entries = []
         for entity in matched:
-            values = self.runtime.client_quotas[entity_key(entity)]
+            values = self._store.client_quotas[entity_key(entity)]
             entries.append(
                 build(
                     entry_cls,
@@ -118,10 +120,9 @@ class ClientQuotasApiStage(Stage):
         schema: Any = api_table.response_schema(exchange.api_key, exchange.api_version)
         entry_cls = nested(schema, "EntryData")
         entity_cls = nested(schema, "EntityData")
-        runtime = self.runtime
         results: list[tuple[Any, int, str | None]]
         changes: list[Change] = []
-        if not runtime.is_super_user(exchange.principal):
+        if not self._store.is_super_user(exchange.principal):
             # Refused before the controller sees it: one answer per entry, as sent.
             results = [
                 (
@@ -131,7 +132,7 @@ class ClientQuotasApiStage(Stage):
                 )
                 for entry in request.entries
             ]
-            runtime.ticket(exchange).impose_error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            self._ticket(exchange).impose_error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         else:
             outcomes, quota_changes = alter_client_quotas(
                 (
@@ -144,10 +145,10 @@ class ClientQuotasApiStage(Stage):
             changes = [Change(entity, key, value) for entity, key, value in quota_changes]
             first_error = next((code for _, code, _ in results if code), 0)
             if first_error:
-                runtime.ticket(exchange).impose_error(first_error)
+                self._ticket(exchange).impose_error(first_error)
         if changes and not request.validate_only:
             source = f"AlterClientQuotas from {exchange.connection.client_address}"
-            runtime.alter_client_quotas(changes, exchange.principal or "", source)
+            self._store.alter_client_quotas(changes, exchange.principal or "", source)
         return build(
             schema,
             throttle_time=_ZERO,

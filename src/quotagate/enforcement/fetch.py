@@ -16,8 +16,9 @@ Fetch v0-3 (removed in Kafka 4.0) are forwarded untouched unless a fetch quota a
 the client; then v3 is metered by hand and v0-2 are answered UNSUPPORTED_VERSION in their
 own shape (see :meth:`FetchQuotaStage._removed`), and ApiVersions does not advertise v0-2.
 
-The final decision is the throttle stage's (:meth:`QuotaRuntime.finish`); this stage only
-records and prepares the empty response.
+The final decision is the throttle stage's (:class:`ResponseThrottle`, which records the
+size through :func:`quotagate.quota.decide`); this stage only notes the size and prepares the
+empty response.
 """
 
 from __future__ import annotations
@@ -67,14 +68,16 @@ class FetchQuotaStage(Stage):
     response_keys: ClassVar[frozenset[int] | None] = frozenset({api_keys.FETCH})
 
     def __init__(self, runtime: QuotaRuntime) -> None:
-        self.runtime = runtime
+        # Only the parts it uses: the request's ticket and the quota managers.
+        self._ticket = runtime.ticket
+        self._managers = runtime.managers
 
     def on_request(self, exchange: Exchange) -> None:
-        runtime = self.runtime
-        if not (runtime.managers.fetch.quotas_enabled or runtime.managers.request.quotas_enabled):
+        managers = self._managers
+        if not (managers.fetch.quotas_enabled or managers.request.quotas_enabled):
             return
-        ticket = runtime.ticket(exchange)
-        applies = runtime.managers.fetch.quota_applies(ticket.user, ticket.client_id)
+        ticket = self._ticket(exchange)
+        applies = managers.fetch.quota_applies(ticket.user, ticket.client_id)
         if refuse_unmodelled(exchange, applies):
             return
         if api_table.is_removed(api_keys.FETCH, exchange.api_version):
@@ -91,7 +94,7 @@ class FetchQuotaStage(Stage):
         if int(replica_id) >= 0:
             ticket.follower_fetch = True
             return
-        cap = runtime.managers.fetch.max_value_in_quota_window(ticket.user, ticket.client_id)
+        cap = managers.fetch.max_value_in_quota_window(ticket.user, ticket.client_id)
         max_bytes = int(request.max_bytes)
         if cap < max_bytes:
             capped = min(int(cap), _INT32_MAX)  # Java's saturating Double.toInt
@@ -133,7 +136,7 @@ class FetchQuotaStage(Stage):
                 )
             )
             return
-        fetch = self.runtime.managers.fetch
+        fetch = self._managers.fetch
         cap = fetch.max_value_in_quota_window(ticket.user, ticket.client_id)
         if cap < request.max_bytes:
             capped = min(int(cap), _INT32_MAX)
@@ -149,11 +152,7 @@ class FetchQuotaStage(Stage):
         ticket = exchange.get(TICKET_KEY)
         if frame is None or ticket is None or ticket.follower_fetch:
             return
-        size = kafka_fetch_size(frame, exchange.api_version)
-        ticket.fetch_bytes = size
-        ticket.fetch_ms = self.runtime.managers.fetch.record_and_get_throttle_ms(
-            ticket.user, ticket.client_id, size, ticket.now_ms
-        )
+        ticket.fetch_bytes = kafka_fetch_size(frame, exchange.api_version)
 
 
 def _empty_removed(exchange: Exchange, throttle_ms: int) -> bytes:

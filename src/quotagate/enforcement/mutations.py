@@ -33,7 +33,7 @@ from quotagate.protocol import api_keys, api_table, removed_versions
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
-from quotagate.quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE, admit_mutations
+from quotagate.quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE, admit
 from quotagate.quota.request_rules import MUTATION_APIS
 
 _REJECTED_KEY: Final = StateKey[list[tuple[Any, int, str]]]("mutation.rejected")
@@ -63,7 +63,11 @@ class ControllerMutationStage(Stage):
     response_keys: ClassVar[frozenset[int] | None] = MUTATION_APIS | {api_keys.METADATA}
 
     def __init__(self, runtime: QuotaRuntime) -> None:
-        self.runtime = runtime
+        # Only the parts it uses: the request's ticket, the quota managers, and what is known
+        # of the upstream's topics.
+        self._ticket = runtime.ticket
+        self._managers = runtime.managers
+        self._upstream = runtime.facts
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -71,9 +75,8 @@ class ControllerMutationStage(Stage):
         api_key = exchange.api_key
         if api_key == api_keys.METADATA:
             return
-        runtime = self.runtime
-        ticket = runtime.ticket(exchange)
-        applies = runtime.managers.controller.quota_applies(ticket.user, ticket.client_id)
+        ticket = self._ticket(exchange)
+        applies = self._managers.controller.quota_applies(ticket.user, ticket.client_id)
         if refuse_unmodelled(exchange, applies):
             return
         removed = api_table.is_removed(api_key, exchange.api_version)
@@ -91,7 +94,7 @@ class ControllerMutationStage(Stage):
                 return  # a version newer than the gateway knows: forwarded; malformed: closed
             items = list(getattr(request, _items_field(api_key, exchange.api_version)))
             validate_only = bool(getattr(request, "validate_only", False))
-        if not runtime.facts.supports(api_key):
+        if not self._upstream.supports(api_key):
             if removed:
                 return  # no answer of that shape to build: the upstream gives its own
             ticket.impose_error(ErrorCode.UNSUPPORTED_VERSION)
@@ -111,11 +114,11 @@ class ControllerMutationStage(Stage):
             ticket.validate_only = True  # exempt (ZooKeeper-mode KIP-599); KRaft charges it
             return
         ticket.partition_mutations = sum(count for count in counts if count > 0)
-        quota = runtime.managers.controller.new_quota_for(
-            api_key, exchange.api_version, ticket.user, ticket.client_id, ticket.now_ms
-        )
-        ticket.mutation_quota = quota
-        verdicts = admit_mutations(quota, counts, ticket.now_ms)
+        version = exchange.api_version
+        charging = ticket.charging(api_key, version)
+        facts = ticket.facts(charging, api_key, version, mutation_counts=counts)
+        ticket.admission = admission = admit(self._managers, facts)
+        verdicts = admission.admitted
         admitted = [item for item, ok in zip(items, verdicts, strict=True) if ok]
         rejected = [item for item, ok in zip(items, verdicts, strict=True) if not ok]
         if not rejected or removed:
@@ -138,7 +141,7 @@ class ControllerMutationStage(Stage):
         )
 
     def _count(self, api_key: int, item: Any) -> int:
-        facts = self.runtime.facts
+        facts = self._upstream
         if api_key == api_keys.CREATE_TOPICS:
             if str(item.name) in facts.partitions:
                 # Kafka answers TOPIC_ALREADY_EXISTS before the quota sees the topic, so a
@@ -162,7 +165,7 @@ class ControllerMutationStage(Stage):
         if exchange.response_frame is None:
             return
         api_key = exchange.api_key
-        facts = self.runtime.facts
+        facts = self._upstream
         if exchange.get(_REMOVED_KEY):
             results = removed_versions.read_mutation_results(
                 exchange.response_frame, api_key, exchange.api_version
@@ -194,7 +197,7 @@ class ControllerMutationStage(Stage):
         )
 
     def _learn(self, api_key: int, results: list[Any], counts: dict[Any, int]) -> None:
-        facts = self.runtime.facts
+        facts = self._upstream
         for result in results:
             if int(result.error_code) != 0:
                 continue

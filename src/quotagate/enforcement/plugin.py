@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from quotagate.enforcement import settings
 from quotagate.enforcement.client_quotas_api import ClientQuotasApiStage
 from quotagate.enforcement.fetch import FetchQuotaStage
 from quotagate.enforcement.mutations import ControllerMutationStage
 from quotagate.enforcement.produce import ProduceQuotaStage
 from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.settings import FLEET_SECTION, QUOTAS_SECTION, USAGE_SECTION
 from quotagate.enforcement.throttle import QuotaThrottleStage
 from quotagate.enforcement.topic_thresholds_api import TopicThresholdsApiStage
 from quotagate.gateway import ConnectionLimits, GatewayConfig, Plugin, Stage
@@ -17,6 +19,12 @@ from quotagate.gateway import ConnectionLimits, GatewayConfig, Plugin, Stage
 class QuotaEnforcement(Plugin):
     """Owns the :class:`QuotaRuntime` (managers, store, usage writer, housekeeping) that
     every quota stage shares: started before the first request, closed after the last."""
+
+    sections = (QUOTAS_SECTION, USAGE_SECTION, FLEET_SECTION)
+
+    @classmethod
+    def configure(cls, config: GatewayConfig) -> GatewayConfig:
+        return settings.configure(config)
 
     def __init__(self, runtime: QuotaRuntime) -> None:
         self.runtime = runtime
@@ -40,6 +48,9 @@ class QuotaEnforcement(Plugin):
         return self._stages
 
     def attach(self, connections: ConnectionLimits) -> None:
+        # Kafka measures connection creation rates over the client-quota windows.
+        settings = self.runtime.settings
+        connections.measure_rates_over(settings.window_num, settings.window_size_s)
         self.runtime.attach_connections(connections)
 
     async def start(self) -> None:

@@ -1,7 +1,8 @@
 """Produce: the ``producer_byte_rate`` quota and the per-topic bytes-in thresholds.
 
-On arrival the request's size (header + body, Kafka's ``request.sizeInBytes``) is recorded
-on the produce quota, and each topic's record bytes are checked against the thresholds. In
+On arrival the request is admitted by the engine (:func:`quotagate.quota.admit`: its size,
+Kafka's ``request.sizeInBytes``, on the produce quota), and each topic's record bytes are
+checked against the thresholds, which are the gateway's own. In
 ``reject`` mode the refused topics are cut out of the request and answered by the gateway
 with a retriable error (:data:`REFUSAL_ERROR`), the rest is forwarded, and the two halves are
 merged into one response. A throttled produce stops the connection from being read at once,
@@ -33,7 +34,7 @@ from quotagate.protocol import api_keys, api_table, removed_versions
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
-from quotagate.quota import TopicBytesInQuota
+from quotagate.quota import TopicBytesInQuota, admit
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +69,9 @@ class ProduceQuotaStage(Stage):
             return  # closed, or a version newer than the gateway knows, unbounded: forwarded
         ticket.topics = exchange.produce_topics()
         ticket.acks = exchange.acks
-        ticket.produce_ms = runtime.managers.produce.record_and_get_throttle_ms(
-            ticket.user, ticket.client_id, ticket.request_bytes, ticket.now_ms
-        )
+        charging = ticket.charging(header.api_key, header.api_version)
+        facts = ticket.facts(charging, header.api_key, header.api_version)
+        ticket.admission = admit(runtime.managers, facts)
         refused = self._check_thresholds(ticket, exchange)
         if ticket.produce_ms > 0 or ticket.topic_bytes_in_ms > 0:
             exchange.hold_reading()
@@ -82,7 +83,7 @@ class ProduceQuotaStage(Stage):
             self._cut(exchange, refused)
             return
         if ticket.acks == 0:
-            runtime.finish(exchange, ticket)
+            runtime.response_throttle.finish(exchange, ticket)
 
     def on_response(self, exchange: Exchange) -> None:
         removed = exchange.get(_REMOVED_REFUSED_KEY)

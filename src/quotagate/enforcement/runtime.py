@@ -1,10 +1,12 @@
-"""The quota state one gateway shares between its quota stages.
+"""The quota state one gateway shares between its quota stages, and its life.
 
-Holds the engine's managers (configured from the store and the config file), the topic
-bytes-in thresholds, the usage-event writer and what is known about the upstream, and makes
-the final KIP-219 decision of every request (:meth:`QuotaRuntime.finish`). Everything runs
-on the gateway's event loop; only the usage writer and the Prometheus collector have threads
-of their own, and they see the engine only through snapshots.
+Holds the engine's managers, the topic bytes-in thresholds, the usage-event writer and what is
+known about the upstream; starts and stops them, joins the fleet and keeps house every second.
+What the store holds and the admin writes to it are :class:`QuotaStoreSync`'s
+(``store_sync``); the final KIP-219 step of every request is the throttle stage's
+:class:`ResponseThrottle` (``response_throttle``).
+Everything runs on the gateway's event loop; only the usage writer and the Prometheus collector
+have threads of their own, and they see the engine only through snapshots.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Final
 
 from quotagate.enforcement.fleet_link import FleetLink, ReportLogFactory, upstream_report_log
 from quotagate.enforcement.metrics import build_snapshot
-from quotagate.enforcement.settings import THROTTLE, QuotaSettings, fleet_settings
+from quotagate.enforcement.settings import THROTTLE, QuotaSettings, configure, fleet_settings
 from quotagate.enforcement.stamps import ConnectionStamps
+from quotagate.enforcement.store_sync import QuotaStoreSync
+from quotagate.enforcement.throttle import ResponseThrottle
 from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
 from quotagate.enforcement.upstream_facts import UpstreamFacts, refresh_forever
 from quotagate.fleet.settings import FleetSettings
@@ -29,17 +33,12 @@ from quotagate.gateway import (
     UpstreamSecurity,
     store_settings,
 )
-from quotagate.logs import kv
-from quotagate.protocol import api_table
-from quotagate.quota import Cause, QuotaManagers, TopicBytesInQuota, principal_user, settle
+from quotagate.quota import QuotaManagers, TopicBytesInQuota, principal_user
 from quotagate.store.backends import QuotaBackend, open_quota_store
-from quotagate.store.quotas import Change, EntityKey, entity_key
+from quotagate.store.quotas import Change, EntityKey
 from quotagate.usage.writer import UsageWriter, UsageWriterSettings
 
 log = logging.getLogger(__name__)
-
-IP: Final = "ip"
-IP_CONNECTION_RATE: Final = "connection_creation_rate"
 
 HOUSEKEEPING_S: Final = 1.0
 """Like Kafka's throttled-channel reaper, which polls its delay queue every second."""
@@ -58,39 +57,32 @@ class QuotaRuntime:
     ) -> None:
         self.settings = settings
         self.upstream_security = upstream_security
-        self.connections: ConnectionLimits | None = None
-        """The gateway's connection quotas, once attached (ip ``connection_creation_rate``)."""
         self.fleet: FleetLink | None = None
         """Set by :meth:`join_fleet` before start when the usage exchange is on."""
         self.gateway_id = gateway_id
         self.bootstrap = tuple(bootstrap)
-        self.store = store
         self.managers = QuotaManagers.create(
             settings.window_num,
             settings.window_size_s,
             settings.controller_window_num,
             settings.controller_window_size_s,
         )
-        self.topic_quota = TopicBytesInQuota(settings.total_bytes_in_threshold, _wall_ms())
+        self._topic_quota = TopicBytesInQuota(settings.total_bytes_in_threshold, _wall_ms())
         self.topic_throttle_mode = settings.topic_bytes_in_mode == THROTTLE
         self.facts = UpstreamFacts(settings.num_partitions)
-        self.client_quotas: dict[EntityKey, dict[str, float]] = {}
-        self.usage: UsageWriter | None = None
         self.last_now_ms = 0
         """The latest ``now_ms`` any decision used (it may run ahead of the wall clock)."""
         self.topic_refusals = 0
-        self.topic_throttles = 0
         self.snapshot: dict[str, Any] = {}
         """Metric values for the Prometheus collector, swapped whole every housekeeping tick."""
-        self._store_version: int | None = None
         self.stamps = ConnectionStamps()
         self.clients: dict[int, tuple[str, str]] = {}
         """(user, client id) of each open connection's latest request: connections per key."""
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
-        if store is not None:
-            self.reload_store()
+        self.store_sync = QuotaStoreSync(settings, self.managers, self._topic_quota, store)
+        self.response_throttle = ResponseThrottle(self.managers, gateway_id)
 
     @classmethod
     def from_config(
@@ -105,7 +97,9 @@ class QuotaRuntime:
         ``report_log`` opens the fleet's usage topic (default: on the upstream)."""
         settings = QuotaSettings.from_config(config)
         if store is None:
-            store = open_quota_store(store_settings(config), f"quotagate-{member or 'store'}")
+            store = open_quota_store(
+                store_settings(configure(config)), f"quotagate-{member or 'store'}"
+            )
         runtime = cls(
             settings,
             gateway_id=config.gateway_id,
@@ -134,6 +128,30 @@ class QuotaRuntime:
             self.fleet_now_ms,
         )
 
+    @property
+    def usage(self) -> UsageWriter | None:
+        """The usage-event writer, while started with ``[usage] path`` set."""
+        return self.response_throttle.usage
+
+    @usage.setter
+    def usage(self, writer: UsageWriter | None) -> None:
+        self.response_throttle.usage = writer
+
+    @property
+    def topic_throttles(self) -> int:
+        return self.response_throttle.topic_throttles
+
+    @property
+    def topic_quota(self) -> TopicBytesInQuota:
+        return self._topic_quota
+
+    @topic_quota.setter
+    def topic_quota(self, quota: TopicBytesInQuota) -> None:
+        # Replaced whole only before start (tests build one with a history); the store sync
+        # applies thresholds to the same object.
+        self._topic_quota = quota
+        self.store_sync.topic_quota = quota
+
     def fleet_now_ms(self) -> int:
         """Peers' usage is recorded at this worker's decision time, never behind it."""
         return max(self.last_now_ms, _wall_ms())
@@ -156,11 +174,11 @@ class QuotaRuntime:
                 )
             )
         loop = asyncio.get_running_loop()
-        watch = getattr(self.store, "watch", None)
+        watch = getattr(self.store_sync.store, "watch", None)
         if watch is not None:
             # A change written by another process applies as soon as it is read, not at the
             # next housekeeping tick.
-            watch(lambda: loop.call_soon_threadsafe(self._store_changed))
+            watch(lambda: loop.call_soon_threadsafe(self.store_sync.store_changed))
         if self.fleet is not None:
             # Before the first request: a restarted worker begins with the fleet's usage.
             await self.fleet.start()
@@ -192,125 +210,40 @@ class QuotaRuntime:
         if self.usage is not None:
             usage, self.usage = self.usage, None
             await asyncio.get_running_loop().run_in_executor(None, usage.close)
-        if self.store is not None:
-            self.store.close()
-            self.store = None
+        self.store_sync.close()
 
     # -- configuration ---------------------------------------------------------------------
 
-    def reload_store(self) -> None:
-        """Bring the managers and thresholds in line with the store (another process wrote)."""
-        store = self.store
-        if store is None:
-            return
-        self._store_version = store.data_version()
-        wanted = store.client_quotas()
-        for key in set(self.client_quotas) | set(wanted):
-            old = self.client_quotas.get(key, {})
-            new = wanted.get(key, {})
-            for quota_key in set(old) | set(new):
-                if old.get(quota_key) != new.get(quota_key):
-                    self._apply(dict(key), quota_key, new.get(quota_key))
-        self.client_quotas = wanted
-        total = store.total_threshold()
-        if total is None:
-            total = self.settings.total_bytes_in_threshold
-        thresholds = store.topic_thresholds()
-        quota = self.topic_quota
-        for topic in set(quota.explicit_thresholds) - set(thresholds):
-            quota.set_topic_threshold(topic, None)
-        # Order matters for the sum rule: lower thresholds first, raise the total first.
-        if total is not None and (quota.total_threshold is None or total > quota.total_threshold):
-            quota.set_total_threshold(total)
-        for topic, value in sorted(thresholds.items(), key=lambda item: item[1]):
-            if quota.explicit_thresholds.get(topic) != value:
-                try:
-                    quota.set_topic_threshold(topic, value)
-                except ValueError as exc:
-                    log.warning(kv("threshold_not_applied", topic=topic, error=exc))
-        if total != quota.total_threshold:
-            try:
-                quota.set_total_threshold(total)
-            except ValueError as exc:
-                log.warning(kv("threshold_not_applied", topic="<total>", error=exc))
+    # The store and the admin writes are the store sync's (``store_sync``); these are its
+    # entry points as the admin stages, the CLI and the tests have always called them here.
 
-    def _store_changed(self) -> None:
-        store = self.store
-        if store is not None and store.data_version() != self._store_version:
-            try:
-                self.reload_store()
-            except Exception:
-                log.exception("store_reload_failed")
+    @property
+    def store(self) -> QuotaBackend | None:
+        return self.store_sync.store
+
+    @property
+    def client_quotas(self) -> dict[EntityKey, dict[str, float]]:
+        return self.store_sync.client_quotas
+
+    def reload_store(self) -> None:
+        self.store_sync.reload()
 
     def alter_client_quotas(
         self, changes: list[Change], principal: str, source: str
     ) -> list[Change]:
-        """Store and apply at once: the next request of an affected client sees them."""
-        if self.store is not None:
-            applied = self.store.alter_client_quotas(changes, principal, source)
-            self._store_version = self.store.data_version()
-        else:
-            applied = [c for c in changes if self._current(c) != c.value]
-        for change in applied:
-            key = entity_key(change.entity)
-            values = self.client_quotas.setdefault(key, {})
-            if change.value is None:
-                values.pop(change.key, None)
-                if not values:
-                    del self.client_quotas[key]
-            else:
-                values[change.key] = change.value
-            self._apply(change.entity, change.key, change.value)
-            log.info(
-                kv(
-                    "client_quota_changed",
-                    entity=_entity_text(change.entity),
-                    key=change.key,
-                    value=change.value,
-                    principal=principal,
-                    source=source,
-                )
-            )
-        return applied
+        return self.store_sync.alter_client_quotas(changes, principal, source)
 
     def set_topic_threshold(self, topic: str, value: float | None, principal: str) -> None:
-        """Validate against the sum rule, then store; raises ``ThresholdError``."""
-        self.topic_quota.set_topic_threshold(topic, value)
-        if self.store is not None:
-            self.store.set_topic_threshold(topic, value, principal, "IncrementalAlterConfigs")
-            self._store_version = self.store.data_version()
-        log.info(kv("topic_threshold_changed", topic=topic, value=value, principal=principal))
+        self.store_sync.set_topic_threshold(topic, value, principal)
 
     def set_total_threshold(self, value: float | None, principal: str) -> None:
-        self.topic_quota.set_total_threshold(value)
-        if self.store is not None:
-            self.store.set_total_threshold(value, principal, "IncrementalAlterConfigs")
-            self._store_version = self.store.data_version()
-        log.info(kv("total_threshold_changed", value=value, principal=principal))
+        self.store_sync.set_total_threshold(value, principal)
 
     def is_super_user(self, principal: str | None) -> bool:
-        return principal is not None and principal in self.settings.super_users
-
-    def _current(self, change: Change) -> float | None:
-        return self.client_quotas.get(entity_key(change.entity), {}).get(change.key)
+        return self.store_sync.is_super_user(principal)
 
     def attach_connections(self, connections: ConnectionLimits) -> None:
-        """Enforce ``connection_creation_rate`` of ip entities through the gateway's
-        acceptors, starting with what the store holds now."""
-        self.connections = connections
-        for key, values in self.client_quotas.items():
-            rate = values.get(IP_CONNECTION_RATE)
-            if rate is not None:
-                self._apply(dict(key), IP_CONNECTION_RATE, rate)
-
-    def _apply(self, entity: Mapping[str, str | None], key: str, value: float | None) -> None:
-        if key == IP_CONNECTION_RATE and IP in entity:
-            # Not a request quota: the gateway's acceptors enforce it (Kafka's
-            # ConnectionQuotas); with no gateway attached (a replay) it is only stored.
-            if self.connections is not None:
-                self.connections.set_ip_connection_rate(entity[IP], value)
-            return
-        self.managers.update_quota(entity, key, value)
+        self.store_sync.attach_connections(connections)
 
     # -- per request -----------------------------------------------------------------------
 
@@ -337,74 +270,8 @@ class QuotaRuntime:
         self.clients.pop(connection_id, None)
 
     def finish(self, exchange: Exchange, ticket: QuotaTicket) -> None:
-        """The KIP-219 step: request-time quota, max of all throttles, mute, usage event."""
-        if ticket.finished:
-            return
-        ticket.finished = True
-        if self.usage is None and not self._may_throttle(ticket):
-            return  # nothing below would record, throttle or write anything
-        now_ms = ticket.now_ms
-        api_key = exchange.api_key
-        charging = ticket.charging(api_key, exchange.api_version)
-        elapsed_ns = time.monotonic_ns() - exchange.received_ns
-        upstream_ns = exchange.upstream_ns
-        gateway_us = max(elapsed_ns - upstream_ns, 0) // 1000
-        charged_upstream_us = upstream_ns // 1000 if charging.upstream_time else 0
-        throttle_ms, cause = settle(
-            self.managers,
-            charging,
-            ticket.user,
-            ticket.client_id,
-            (gateway_us + charged_upstream_us) * 1000,
-            ticket.other_throttles(charging.other),
-            now_ms,
-            ticket.fetch_bytes if ticket.fetch_empty is not None else -1,
-        )
-        has_response = exchange.response_frame is not None
-        if throttle_ms > 0 and ticket.fetch_empty is not None:
-            # Spec §6.1: a throttled fetch's data is not sent (its bytes were taken back).
-            empty = ticket.fetch_empty(throttle_ms)
-            if isinstance(empty, bytes):  # a version kio does not model, built by hand
-                exchange.replace_response_frame(empty)
-            elif empty is not None:
-                exchange.replace_response(empty)
-        if throttle_ms > 0:
-            self._throttle(exchange, ticket, cause, throttle_ms)
-            if has_response and api_table.has_throttle_time(api_key, exchange.api_version):
-                exchange.set_throttle_time_ms(throttle_ms)
-            exchange.mute(throttle_ms)
-        usage = self.usage
-        if usage is not None:
-            usage.add(
-                ticket.usage_row(
-                    exchange,
-                    self.gateway_id,
-                    gateway_us,
-                    charged_upstream_us,
-                    throttle_ms,
-                    cause,
-                )
-            )
-
-    def _may_throttle(self, ticket: QuotaTicket) -> bool:
-        """Whether settling could record or throttle: a request-time quota is configured
-        (it records every request, exempt or not) or another quota already throttled."""
-        return (
-            self.managers.request.quotas_enabled
-            or ticket.produce_ms > 0
-            or ticket.topic_bytes_in_ms > 0
-            or ticket.fetch_ms > 0
-            or ticket.mutation_quota is not None
-        )
-
-    def _throttle(self, exchange: Exchange, ticket: QuotaTicket, cause: Cause, ms: int) -> None:
-        """Record the throttle in the winning quota's throttle-time sensor only (spec §6.1)."""
-        manager = self.managers.by_cause(cause)
-        if manager is not None:
-            channel = exchange.connection.connection_id
-            manager.throttle(ticket.user, ticket.client_id, channel, ms, ticket.now_ms)
-        elif cause is Cause.TOPIC_BYTES_IN:
-            self.topic_throttles += 1
+        """The KIP-219 step (the throttle stage's :class:`ResponseThrottle`)."""
+        self.response_throttle.finish(exchange, ticket)
 
     # -- housekeeping ----------------------------------------------------------------------
 
@@ -421,9 +288,7 @@ class QuotaRuntime:
         self.stamps.forget_before(wall_ms)
         if self.usage is not None:
             self.usage.flush()
-        store = self.store
-        if store is not None and store.data_version() != self._store_version:
-            self.reload_store()
+        self.store_sync.follow()
         self._refresh_snapshot(wall_ms)
 
     def _refresh_snapshot(self, wall_ms: int) -> None:
@@ -438,7 +303,3 @@ class QuotaRuntime:
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _entity_text(entity: Mapping[str, str | None]) -> str:
-    return ",".join(f"{t}={'<default>' if n is None else n}" for t, n in sorted(entity.items()))

@@ -21,6 +21,7 @@ Kafka's broker property names where Kafka has one::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,17 @@ def fleet_settings(config: GatewayConfig) -> FleetSettings:
     values = parse_section(FLEET_SECTION, dict(config.extra.get(FLEET_SECTION, {})), _FLEET_KEYS)
     values.setdefault("exchange_enabled", config.store_backend == "kafka")
     return FleetSettings(**values)
+
+
+def configure(config: GatewayConfig) -> GatewayConfig:
+    """The gateway config with this plug-in's sections checked and the store's topic named
+    after the fleet (``_quotagate.<fleet id>.config``) unless ``[store] topic`` names one: the
+    workers and instances of one fleet share one configuration."""
+    QuotaSettings.from_config(config)
+    fleet = fleet_settings(config)
+    if config.store_topic:
+        return config
+    return dataclasses.replace(config, store_topic=f"_quotagate.{fleet.fleet_id}.config")
 
 
 def _whole_seconds(low_ms: int, high_ms: int) -> Callable[[str, Any], int]:

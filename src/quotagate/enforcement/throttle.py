@@ -10,10 +10,106 @@ field, mutes the connection for that long whatever the version, and emits the us
 
 from __future__ import annotations
 
-from typing import ClassVar
+import time
+from typing import ClassVar, Protocol
 
-from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.ticket import QuotaTicket
 from quotagate.gateway import ConnectionInfo, Exchange, Stage
+from quotagate.protocol import api_table
+from quotagate.quota import NOT_ADMITTED, Cause, QuotaManagers, decide
+from quotagate.usage.writer import UsageWriter
+
+
+class ResponseThrottle:
+    """The KIP-219 step of every request, once: the decision (:func:`quotagate.quota.decide`
+    on the facts the stages gathered), the throttle recorded in the winning quota's
+    throttle-time sensor only, ``throttle_time_ms`` written, the connection muted, the usage
+    event emitted."""
+
+    def __init__(self, managers: QuotaManagers, gateway_id: str) -> None:
+        self.managers = managers
+        self.gateway_id = gateway_id
+        self.usage: UsageWriter | None = None
+        """Set while the runtime runs with ``[usage] path``."""
+        self.topic_throttles = 0
+
+    def finish(self, exchange: Exchange, ticket: QuotaTicket) -> None:
+        """The KIP-219 step: request-time quota, max of all throttles, mute, usage event."""
+        if ticket.finished:
+            return
+        ticket.finished = True
+        if self.usage is None and not self._may_throttle(ticket):
+            return  # nothing below would record, throttle or write anything
+        api_key = exchange.api_key
+        api_version = exchange.api_version
+        charging = ticket.charging(api_key, api_version)
+        elapsed_ns = time.monotonic_ns() - exchange.received_ns
+        upstream_ns = exchange.upstream_ns
+        gateway_us = max(elapsed_ns - upstream_ns, 0) // 1000
+        charged_upstream_us = upstream_ns // 1000 if charging.upstream_time else 0
+        request_time_ns = (gateway_us + charged_upstream_us) * 1000
+        facts = ticket.facts(charging, api_key, api_version, request_time_ns)
+        # A request no stage admitted was left to the upstream: its arrival recorded nothing.
+        # The error the quotas imposed was set when the stage cut the request.
+        throttle_ms, cause, _ = decide(
+            self.managers, facts, ticket.admission or NOT_ADMITTED, ticket.gateway_throttles()
+        )
+        has_response = exchange.response_frame is not None
+        if throttle_ms > 0 and ticket.fetch_empty is not None:
+            # Spec §6.1: a throttled fetch's data is not sent (its bytes were taken back).
+            empty = ticket.fetch_empty(throttle_ms)
+            if isinstance(empty, bytes):  # a version kio does not model, built by hand
+                exchange.replace_response_frame(empty)
+            elif empty is not None:
+                exchange.replace_response(empty)
+        if throttle_ms > 0:
+            self._throttle(exchange, ticket, cause, throttle_ms)
+            if has_response and api_table.has_throttle_time(api_key, api_version):
+                exchange.set_throttle_time_ms(throttle_ms)
+            exchange.mute(throttle_ms)
+        usage = self.usage
+        if usage is not None:
+            usage.add(
+                ticket.usage_row(
+                    exchange,
+                    self.gateway_id,
+                    gateway_us,
+                    charged_upstream_us,
+                    throttle_ms,
+                    cause,
+                )
+            )
+
+    def _may_throttle(self, ticket: QuotaTicket) -> bool:
+        """Whether deciding could record or throttle: a request-time quota is configured (it
+        records every request, exempt or not), a fetch quota has a fetch to record, or a quota
+        charged on arrival throttled."""
+        return (
+            self.managers.request.quotas_enabled
+            or ticket.produce_ms > 0
+            or ticket.topic_bytes_in_ms > 0
+            or (ticket.fetch_bytes >= 0 and self.managers.fetch.quotas_enabled)
+            or ticket.mutation_quota is not None
+        )
+
+    def _throttle(self, exchange: Exchange, ticket: QuotaTicket, cause: Cause, ms: int) -> None:
+        """Record the throttle in the winning quota's throttle-time sensor only (spec §6.1)."""
+        manager = self.managers.by_cause(cause)
+        if manager is not None:
+            channel = exchange.connection.connection_id
+            manager.throttle(ticket.user, ticket.client_id, channel, ms, ticket.now_ms)
+        elif cause is Cause.TOPIC_BYTES_IN:
+            self.topic_throttles += 1
+
+
+class Tickets(Protocol):
+    """What the throttle stage uses of the runtime (which imports this module)."""
+
+    response_throttle: ResponseThrottle
+
+    def ticket(self, exchange: Exchange) -> QuotaTicket: ...
+
+    def connection_closed(self, connection_id: int) -> None: ...
 
 
 class QuotaThrottleStage(Stage):
@@ -21,14 +117,17 @@ class QuotaThrottleStage(Stage):
     request_keys: ClassVar[frozenset[int] | None] = None
     response_keys: ClassVar[frozenset[int] | None] = None
 
-    def __init__(self, runtime: QuotaRuntime) -> None:
-        self.runtime = runtime
+    def __init__(self, runtime: Tickets) -> None:
+        # Only the parts it uses: the runtime's tickets and the KIP-219 step.
+        self._ticket = runtime.ticket
+        self._connection_closed = runtime.connection_closed
+        self._throttle = runtime.response_throttle
 
     def on_request(self, exchange: Exchange) -> None:
-        self.runtime.ticket(exchange)
+        self._ticket(exchange)
 
     def on_response(self, exchange: Exchange) -> None:
-        self.runtime.finish(exchange, self.runtime.ticket(exchange))
+        self._throttle.finish(exchange, self._ticket(exchange))
 
     def on_connection_closed(self, connection: ConnectionInfo) -> None:
-        self.runtime.connection_closed(connection.connection_id)
+        self._connection_closed(connection.connection_id)

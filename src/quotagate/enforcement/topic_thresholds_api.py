@@ -39,7 +39,9 @@ class TopicThresholdsApiStage(Stage):
     response_keys: ClassVar[frozenset[int] | None] = frozenset({INCREMENTAL_ALTER_CONFIGS})
 
     def __init__(self, runtime: QuotaRuntime) -> None:
-        self.runtime = runtime
+        # Only the parts it uses: the request's ticket and the store's thresholds and writes.
+        self._ticket = runtime.ticket
+        self._store = runtime.store_sync
 
     def on_request(self, exchange: Exchange) -> None:
         request = modelled_request(exchange)
@@ -67,7 +69,7 @@ class TopicThresholdsApiStage(Stage):
             return  # nothing of ours: forward untouched
         errors = [code for _, code, _ in local if code]
         if errors:
-            self.runtime.ticket(exchange).impose_error(errors[0])
+            self._ticket(exchange).impose_error(errors[0])
         if not forwarded:
             schema: Any = api_table.response_schema(exchange.api_key, exchange.api_version)
             exchange.respond(
@@ -98,9 +100,8 @@ class TopicThresholdsApiStage(Stage):
     def _apply(
         self, exchange: Exchange, resource: Any, ours: list[Any], validate_only: bool
     ) -> tuple[int, str | None]:
-        runtime = self.runtime
         topic_resource = int(resource.resource_type) == TOPIC_RESOURCE
-        if not runtime.is_super_user(exchange.principal):
+        if not self._store.is_super_user(exchange.principal):
             if topic_resource:
                 return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
@@ -118,20 +119,20 @@ class TopicThresholdsApiStage(Stage):
                 return ErrorCode.INVALID_CONFIG, f"{config.name} must be a number > 0"
         else:
             return ErrorCode.INVALID_CONFIG, f"{config.name} only supports SET and DELETE"
-        quota = runtime.topic_quota
+        quota = self._store.topic_quota
         try:
             if topic_resource:
                 if validate_only:
                     _check_topic(quota.total_threshold, quota.explicit_thresholds,
                                  str(resource.resource_name), value)  # fmt: skip
                 else:
-                    runtime.set_topic_threshold(
+                    self._store.set_topic_threshold(
                         str(resource.resource_name), value, exchange.principal or ""
                     )
             elif validate_only:
                 _check_total(quota.explicit_thresholds, value)
             else:
-                runtime.set_total_threshold(value, exchange.principal or "")
+                self._store.set_total_threshold(value, exchange.principal or "")
         except ThresholdError as error:
             return ErrorCode.INVALID_CONFIG, str(error)
         return 0, None

@@ -4,7 +4,9 @@ What a stage or a plug-in may build on is exported here (h11's way: the modules 
 implementation, this surface is the contract): the stage API (:class:`Stage`,
 :class:`Plugin`, :class:`Exchange` and its :class:`ConnectionInfo`, the two helpers for
 versions the gateway cannot decode), the configuration, the control channel to the upstream,
-and the gateway itself. Everything else in this package (connections, listeners, framing
+the gateway itself, and what a process needs to run it (its metrics, the embedded broker for
+development, a free port, the startup heap freeze). Authentication has its own face,
+:mod:`quotagate.gateway.auth`. Everything else in this package (connections, listeners, framing
 back-pressure, metrics plumbing, built-in stages) is internal.
 """
 
@@ -16,13 +18,22 @@ from quotagate.gateway.config import (
     KeySpec,
     ListenerConfig,
     integer,
+    load_config,
+    parse_host_port,
     parse_section,
+    parse_workers,
     store_settings,
+    validate,
+    with_overrides,
 )
 from quotagate.gateway.connection_limits import ConnectionLimits
 from quotagate.gateway.control import ControlChannel, build_request
+from quotagate.gateway.embedded import LOOPBACK, EmbeddedBrokerError, TansuBroker, free_port
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome, StateKey
+from quotagate.gateway.heap import freeze_startup_heap
+from quotagate.gateway.metrics import GatewayMetrics
 from quotagate.gateway.plugin import Plugin
+from quotagate.gateway.secured_streams import open_streams
 from quotagate.gateway.server import Gateway
 from quotagate.gateway.stage import (
     Stage,
@@ -30,18 +41,27 @@ from quotagate.gateway.stage import (
     modelled_request,
     refuse_unmodelled,
 )
-from quotagate.gateway.upstream_security import UpstreamSecurity
+from quotagate.gateway.upstream_security import (
+    SECURITY_KEYS,
+    UpstreamSecurity,
+    UpstreamSecurityError,
+    parse_upstream_security,
+)
 from quotagate.protocol.host_port import HostPort
 
 __all__ = [
+    "LOOPBACK",
+    "SECURITY_KEYS",
     "BackgroundGateway",
     "ConfigError",
     "ConnectionInfo",
     "ConnectionLimits",
     "ControlChannel",
+    "EmbeddedBrokerError",
     "Exchange",
     "Gateway",
     "GatewayConfig",
+    "GatewayMetrics",
     "HostPort",
     "KeySpec",
     "ListenerConfig",
@@ -50,12 +70,23 @@ __all__ = [
     "Stage",
     "StageChain",
     "StateKey",
+    "TansuBroker",
     "UpstreamSecurity",
+    "UpstreamSecurityError",
     "build_request",
+    "free_port",
+    "freeze_startup_heap",
     "integer",
+    "load_config",
     "log_unsupported_version",
     "modelled_request",
+    "open_streams",
+    "parse_host_port",
     "parse_section",
+    "parse_upstream_security",
+    "parse_workers",
     "refuse_unmodelled",
     "store_settings",
+    "validate",
+    "with_overrides",
 ]

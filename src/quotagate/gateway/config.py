@@ -11,7 +11,7 @@ import dataclasses
 import difflib
 import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -133,7 +133,8 @@ class GatewayConfig:
     store_backend: str = "sqlite"
     """``sqlite`` (one process) or ``kafka`` (a compacted topic of the upstream: a fleet)."""
     store_topic: str | None = None
-    """Default: ``_quotagate.<fleet id>.config``."""
+    """Default: what a plug-in's sections name (``Plugin.configure``: a fleet's
+    ``_quotagate.<fleet id>.config``), else :data:`DEFAULT_STORE_TOPIC`."""
     store_replication_factor: int = -1
     extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Sections owned by other components (e.g. ``[store]``), passed through unparsed."""
@@ -396,12 +397,11 @@ _STORE_KEYS: Final[dict[str, KeySpec]] = {
     "replication.factor": ("store_replication_factor", integer(-1, 32767)),
 }
 _SECTIONS: Final = ("gateway", "upstream", "listeners", "metrics", "log", "store")
-PLUGIN_SECTIONS: Final = ("quotas", "usage", "fleet")
-"""Sections the gateway hands over whole, in ``GatewayConfig.extra``, to the plug-in that
-parses them (quota enforcement: ``quotagate.enforcement.settings``)."""
 
 
-def load_config(path: Path) -> GatewayConfig:
+def load_config(path: Path, plugin_sections: Collection[str] = ()) -> GatewayConfig:
+    """``plugin_sections``: the sections the plug-ins declare (``Plugin.sections``), handed
+    over whole in ``GatewayConfig.extra``; any other section is refused."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -420,13 +420,15 @@ def load_config(path: Path) -> GatewayConfig:
             )
         raise ConfigError(f"{path} is not valid TOML: {exc}{hint}") from exc
     try:
-        return parse_config(document)
+        return parse_config(document, plugin_sections)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
 
 
-def parse_config(document: Mapping[str, Any]) -> GatewayConfig:
-    known = (*_SECTIONS, *PLUGIN_SECTIONS)
+def parse_config(
+    document: Mapping[str, Any], plugin_sections: Collection[str] = ()
+) -> GatewayConfig:
+    known = (*_SECTIONS, *plugin_sections)
     for section in document:
         if section not in known:
             raise ConfigError(
@@ -456,7 +458,7 @@ def parse_config(document: Mapping[str, Any]) -> GatewayConfig:
     if not isinstance(listeners, list):
         raise ConfigError("listeners must be an array of tables: write [[listeners]] blocks")
     parsed = tuple(_parse_listener(i, table) for i, table in enumerate(listeners))
-    extra = {name: document[name] for name in PLUGIN_SECTIONS if name in document}
+    extra = {name: document[name] for name in plugin_sections if name in document}
     config = GatewayConfig(listeners=parsed, extra=extra, **values)
     return validate(config)
 
@@ -478,14 +480,15 @@ def with_overrides(
     return validate(dataclasses.replace(config, listeners=listeners, bootstrap_servers=servers))
 
 
+DEFAULT_STORE_TOPIC: Final = "_quotagate.quotagate.config"
+
+
 def store_settings(config: GatewayConfig) -> StoreSettings:
     """Where this gateway's quotas, thresholds and credentials live."""
-    fleet = config.extra.get("fleet", {})
-    fleet_id = fleet.get("id", "quotagate") if isinstance(fleet, Mapping) else "quotagate"
     return StoreSettings(
         backend=config.store_backend,
         path=config.store_path,
-        topic=config.store_topic or f"_quotagate.{fleet_id}.config",
+        topic=config.store_topic or DEFAULT_STORE_TOPIC,
         replication_factor=config.store_replication_factor,
         bootstrap=",".join(str(address) for address in config.bootstrap_servers),
         client_config=config.upstream_security.librdkafka_config(),
@@ -517,7 +520,6 @@ def validate(config: GatewayConfig) -> GatewayConfig:
             "[store] (every worker then reads the same quotas from the upstream; "
             "`quotagate store migrate` copies a SQLite store there), or run one worker"
         )
-    quota_windows(config)  # the connection rates' windows, checked before anything starts
     if config.max_connections_per_ip == 0 and not config.max_connections_per_ip_overrides:
         raise ConfigError(
             "max.connections.per.ip = 0 refuses every connection: it may be 0 only with "
@@ -680,19 +682,6 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             flat[full] = value
     return flat
-
-
-QUOTA_WINDOW_KEYS: Final = ("quota.window.num", "quota.window.size.seconds")
-
-
-def quota_windows(config: GatewayConfig) -> tuple[int, int]:
-    """``quota.window.num`` and ``quota.window.size.seconds`` of the ``[quotas]`` section:
-    Kafka measures connection creation rates over the client-quota windows."""
-    section = config.extra.get("quotas", {})
-    flat = _flatten(section) if isinstance(section, Mapping) else {}
-    num = flat.get(QUOTA_WINDOW_KEYS[0], 11)
-    size = flat.get(QUOTA_WINDOW_KEYS[1], 1)
-    return integer(1)(QUOTA_WINDOW_KEYS[0], num), integer(1)(QUOTA_WINDOW_KEYS[1], size)
 
 
 def _did_you_mean(word: str, candidates: Any) -> str:

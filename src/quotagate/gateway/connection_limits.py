@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from quotagate.gateway.config import GatewayConfig, quota_windows
+from quotagate.gateway.config import GatewayConfig
 from quotagate.gateway.metrics import GatewayMetrics
 from quotagate.logs import kv
 from quotagate.quota.connection_quotas import ConnectionQuotas
@@ -22,6 +22,9 @@ from quotagate.quota.java import INT_MAX
 
 log = logging.getLogger(__name__)
 
+KAFKA_WINDOWS: Final = (11, 1)
+"""Kafka's ``quota.window.num`` and ``quota.window.size.seconds``, over which a broker measures
+connection creation rates as it does client quotas."""
 DEFAULT_IP: Final = "<default>"
 """The ``ip`` label of connections whose IP has no limit of its own: per-IP series exist only
 for addresses an operator named, so a scan from many addresses cannot grow the metrics."""
@@ -50,8 +53,16 @@ class Slot:
 
 class ConnectionLimits:
     def __init__(self, config: GatewayConfig, metrics: GatewayMetrics) -> None:
-        window_num, window_size_s = quota_windows(config)
-        self.quotas = ConnectionQuotas(
+        self._config = config
+        self.quotas = self._quotas(*KAFKA_WINDOWS)
+        self._ip_rates_set = False
+        self.metrics = metrics
+        self._held: dict[socket.socket, asyncio.TimerHandle] = {}
+        self._waiting: set[Callable[[], None]] = set()
+
+    def _quotas(self, window_num: int, window_size_s: int) -> ConnectionQuotas:
+        config = self._config
+        quotas = ConnectionQuotas(
             window_num=window_num,
             window_size_s=window_size_s,
             max_connections=config.max_connections,
@@ -60,19 +71,26 @@ class ConnectionLimits:
             max_connection_creation_rate=config.max_connection_creation_rate,
         )
         for listener in config.listeners:
-            self.quotas.add_listener(
+            quotas.add_listener(
                 listener.name, listener.max_connections, listener.max_connection_creation_rate
             )
-        self.metrics = metrics
-        self._held: dict[socket.socket, asyncio.TimerHandle] = {}
-        self._waiting: set[Callable[[], None]] = set()
+        return quotas
 
-    # -- what a plug-in may call (quota entities of type ip) -------------------------------
+    # -- what a plug-in may call (Plugin.attach) -------------------------------------------
+
+    def measure_rates_over(self, window_num: int, window_size_s: int) -> None:
+        """Measure creation rates over ``window_num`` windows of ``window_size_s`` (Kafka's
+        defaults otherwise). Only before any connection and any per-IP rate: the rate sensors
+        are made for their windows."""
+        if self.quotas.total or self._ip_rates_set:
+            raise RuntimeError("the connection rate windows are set before anything is counted")
+        self.quotas = self._quotas(window_num, window_size_s)
 
     def set_ip_connection_rate(self, ip: str | None, rate: float | None) -> None:
         """``connection_creation_rate`` of ip ``ip`` (None: the default ip entity); ``rate``
         None removes it. Kafka narrows the value to an int, saturating."""
         value = None if rate is None else int(min(max(rate, 0), INT_MAX))
+        self._ip_rates_set = True
         self.quotas.update_ip_connection_rate_quota(ip, value)
         log.info(kv("ip_connection_rate_changed", ip=ip or DEFAULT_IP, rate=value))
 

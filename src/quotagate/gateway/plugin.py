@@ -10,25 +10,38 @@ was closed, once connections were drained.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from quotagate.gateway.stage import Stage
 
 if TYPE_CHECKING:
+    from quotagate.gateway.config import GatewayConfig
     from quotagate.gateway.connection_limits import ConnectionLimits
 
 
 class Plugin:
     """Base class: a plug-in with no shared state needs only :meth:`stages`."""
 
+    sections: ClassVar[tuple[str, ...]] = ()
+    """The config-file sections this plug-in owns (Kroxylicious gives each filter its own
+    config): whoever loads the config passes them to ``load_config``, which accepts them and
+    hands them over unparsed in ``GatewayConfig.extra``; the plug-in parses and checks them."""
+
+    @classmethod
+    def configure(cls, config: GatewayConfig) -> GatewayConfig:
+        """Check this plug-in's sections and fill what they decide of the gateway's own
+        settings (the quota plug-in's fleet names the store's topic); raises ``ConfigError``.
+        Called by whoever loads the config, before anything starts."""
+        return config
+
     def stages(self) -> Sequence[Stage]:
         """The plug-in's stages, in chain order (response stages run in reverse)."""
         return ()
 
     def attach(self, connections: ConnectionLimits) -> None:
-        """Called once as the gateway is built, before :meth:`start`. ``connections`` takes
-        the ``connection_creation_rate`` quotas of ip entities
-        (:meth:`ConnectionLimits.set_ip_connection_rate`), which the acceptors enforce."""
+        """Called once as the gateway is built, before any listener and :meth:`start`, with
+        the limits its acceptors enforce, which a plug-in may configure (the windows rates
+        are measured over, per-IP creation rates)."""
 
     async def start(self) -> None:
         """Called once on the gateway's loop, before any stage starts."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import socket
 
-from quotagate.gateway.config import GatewayConfig
+from quotagate.gateway import GatewayConfig
 from quotagate.protocol.host_port import HostPort
 
 

@@ -27,8 +27,7 @@ from types import FrameType
 from typing import Any, Final
 
 from quotagate.fleet.local_hub import HUB_ENV, LocalHub
-from quotagate.gateway.config import GatewayConfig
-from quotagate.gateway.embedded import LOOPBACK, free_port
+from quotagate.gateway import LOOPBACK, GatewayConfig, free_port
 from quotagate.logs import kv
 from quotagate.protocol.host_port import HostPort
 

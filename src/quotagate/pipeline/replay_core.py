@@ -1,9 +1,9 @@
 """Replay of one group of usage events through the quota engine, in one process.
 
-Which quota each request is charged to and how throttles combine are the engine's rules
-(``quotagate.quota.request_rules``, the very functions the gateway's quota stages call); this
-module only orders the events, feeds them through those rules and, in the closed loop, lets a
-throttle mute the client as the gateway would.
+Which quota each request is charged to and how throttles combine are the engine's rules: each
+event's facts go through ``quotagate.quota.decide``, the function the gateway's quota stages
+call too. This module only orders the events, turns them into facts and, in the closed loop,
+lets a throttle mute the client as the gateway would.
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ from quotagate.pipeline.quotas import parse_quotas
 from quotagate.quota import (
     Cause,
     Charging,
+    Decision,
     OtherQuota,
     QuotaManagers,
-    charge_whole,
+    RequestFacts,
     classify,
+    decide,
     principal_user,
 )
 
@@ -85,24 +87,25 @@ class Replayer:
         follower: bool = False,
         validate_only: bool = False,
         mutation_counts: Sequence[int] = (),
-    ) -> tuple[int, Cause, int]:
+    ) -> Decision:
         """One request: (throttle ms, cause, error). ``amount`` is what the other quota
         counts: request bytes for a produce, response bytes for a fetch."""
         charging = classify(
             api_key, api_version, acks=acks, follower=follower, validate_only=validate_only
         )
-        return charge_whole(
-            self.managers,
+        facts = RequestFacts(
             charging,
             user,
             client_id,
             api_key,
             api_version,
-            thread_time_us * 1000,
-            amount,
-            mutation_counts,
             now_ms,
+            request_bytes=amount,
+            response_bytes=amount,
+            mutation_counts=mutation_counts,
+            request_time_ns=thread_time_us * 1000,
         )
+        return decide(self.managers, facts)
 
 
 @dataclass(slots=True)
@@ -252,7 +255,7 @@ def replay_requests(requests: Requests, quota_text: str, closed_loop: bool) -> P
     unit = (codes["principal"] * len(requests.strings["client_id"]) + codes["client_id"]) * len(
         requests.strings["client_host"]
     ) + codes["client_host"]
-    charging, amount, mutating = _classify(requests, numeric, order)
+    charging, mutating = _classify(requests, numeric, order)
     counts: list[Sequence[int]] = [()] * n
     listed = requests.topic_counts(order[mutating].tolist())
     for i, topics in zip(mutating.tolist(), listed, strict=True):
@@ -267,7 +270,8 @@ def replay_requests(requests: Requests, quota_text: str, closed_loop: bool) -> P
         numeric["api_key"].tolist(),
         numeric["api_version"].tolist(),
         thread_ns.tolist(),
-        amount.tolist(),
+        numeric["request_bytes"].tolist(),
+        numeric["response_bytes"].tolist(),
         counts,
     )
     # The loop makes a tuple per event and keeps it: the cyclic collector would walk the
@@ -280,8 +284,10 @@ def replay_requests(requests: Requests, quota_text: str, closed_loop: bool) -> P
             replay_ts = np.asarray(at, np.int64)
         else:
             decided = [
-                charge_whole(managers, c, u, client, k, v, nanos, a, m, now)
-                for c, u, client, k, v, nanos, a, m, now in zip(*columns, ts.tolist(), strict=True)
+                decide(managers, RequestFacts(c, u, client, k, v, now, sent, got, m, nanos))
+                for c, u, client, k, v, nanos, sent, got, m, now in zip(
+                    *columns, ts.tolist(), strict=True
+                )
             ]
             replay_ts = ts
     finally:
@@ -304,6 +310,7 @@ _Columns = tuple[
     list[Charging],
     list[str],
     list[str],
+    list[int],
     list[int],
     list[int],
     list[int],
@@ -340,9 +347,9 @@ def _open_loop_delay(ts: Int64s, unit: Int64s, throttle_ms: npt.NDArray[np.int32
 
 def _classify(
     requests: Requests, numeric: dict[str, Int64s], order: Int64s
-) -> tuple[list[Charging], Int64s, Int64s]:
+) -> tuple[list[Charging], Int64s]:
     """The shared rules' charging per event (in replay order), computed once per distinct
-    kind of request; the amount each event's byte quota counts; the mutation events."""
+    kind of request; the mutation events."""
     api_key, version = numeric["api_key"], numeric["api_version"]
     acks = requests.acks[order]
     follower = requests.follower[order].astype(np.int64)
@@ -362,25 +369,20 @@ def _classify(
     inverse = inverse.reshape(-1)
     charging: list[Charging] = _objects(table)[inverse].tolist()
     other = np.array([int(c.other) for c in table], np.int64)[inverse]
-    amount = np.select(
-        [other == OtherQuota.PRODUCE, other == OtherQuota.FETCH],
-        [numeric["request_bytes"], numeric["response_bytes"]],
-        0,
-    ).astype(np.int64)
     mutating = (other == OtherQuota.STRICT_MUTATION) | (other == OtherQuota.PERMISSIVE_MUTATION)
-    return charging, amount, np.flatnonzero(mutating)
+    return charging, np.flatnonzero(mutating)
 
 
 def _closed_loop(
     managers: QuotaManagers, columns: _Columns, ts: list[int], units: list[int]
-) -> tuple[list[int], list[tuple[int, Cause, int]]]:
+) -> tuple[list[int], list[Decision]]:
     """Discrete-event replay: a unit's next request is read no earlier than it was
     recorded, than its previous request, and than the end of the unit's mute.
     Returns when each request was read and its decision."""
-    charging, users, clients, api_keys, versions, thread_ns, amount, counts = columns
+    charging, users, clients, api_keys, versions, thread_ns, sent, got, counts = columns
     n = len(ts)
     at = [0] * n
-    decided: list[tuple[int, Cause, int]] = [(0, Cause.NONE, 0)] * n
+    decided: list[Decision] = [(0, Cause.NONE, 0)] * n
     queues: dict[int, list[int]] = {}
     for i, unit in enumerate(units):
         queues.setdefault(unit, []).append(i)
@@ -389,18 +391,19 @@ def _closed_loop(
     heapq.heapify(ready)
     while ready:
         now, i, unit = heapq.heappop(ready)
-        decision = charge_whole(
-            managers,
+        facts = RequestFacts(
             charging[i],
             users[i],
             clients[i],
             api_keys[i],
             versions[i],
-            thread_ns[i],
-            amount[i],
-            counts[i],
             now,
+            sent[i],
+            got[i],
+            counts[i],
+            thread_ns[i],
         )
+        decision = decide(managers, facts)
         at[i], decided[i] = now, decision
         position[unit] += 1
         queue = queues[unit]

@@ -9,7 +9,7 @@ those small responses.
 from __future__ import annotations
 
 import dataclasses
-import datetime
+from datetime import timedelta
 from struct import Struct
 
 from quotagate.protocol import api_table
@@ -40,9 +40,9 @@ def _splice_offset(frame: bytes, api_key: int, api_version: int, where: Throttle
     return offset
 
 
-def timedelta_ms(value: datetime.timedelta) -> int:
+def timedelta_ms(value: timedelta) -> int:
     """Whole milliseconds of a kio duration, exactly (float seconds would turn 1001 into 1000)."""
-    return value // datetime.timedelta(milliseconds=1)
+    return value // timedelta(milliseconds=1)
 
 
 def set_throttle_time_ms(frame: bytes, api_key: int, api_version: int, throttle_ms: int) -> bytes:
@@ -55,7 +55,5 @@ def set_throttle_time_ms(frame: bytes, api_key: int, api_version: int, throttle_
         _INT32.pack_into(spliced, _splice_offset(frame, api_key, api_version, where), throttle_ms)
         return bytes(spliced)
     response = decode_response(frame, api_key, api_version)
-    updated = dataclasses.replace(
-        response, throttle_time=datetime.timedelta(milliseconds=throttle_ms)
-    )
+    updated = dataclasses.replace(response, throttle_time=timedelta(milliseconds=throttle_ms))
     return replace_response_body(frame, api_key, api_version, updated)

@@ -15,6 +15,17 @@ from quotagate.quota.controller_mutation import (
     ThrottlingQuotaExceeded,
 )
 from quotagate.quota.cumulative_sum import CumulativeSum
+from quotagate.quota.decision import (
+    NOT_ADMITTED,
+    Admission,
+    Decision,
+    RequestFacts,
+    admit,
+    admit_mutations,
+    charge_whole,
+    decide,
+    settle,
+)
 from quotagate.quota.entity import (
     DEFAULT,
     EntityName,
@@ -33,14 +44,7 @@ from quotagate.quota.quota_file import QuotaFile, QuotaFileEntry, dump_quota_fil
 from quotagate.quota.quota_type import QuotaType
 from quotagate.quota.rate import Rate, SimpleRate
 from quotagate.quota.request_quota_manager import RequestQuotaManager, nanos_to_percentage
-from quotagate.quota.request_rules import (
-    Charging,
-    OtherQuota,
-    admit_mutations,
-    charge_whole,
-    classify,
-    settle,
-)
+from quotagate.quota.request_rules import Charging, OtherQuota, classify
 from quotagate.quota.sampled_stat import Avg, Max, Min, WindowedCount, WindowedSum
 from quotagate.quota.sensor import QuotaViolation, Sensor
 from quotagate.quota.throttle import bounded_throttle_time, throttle_time
@@ -51,11 +55,13 @@ from quotagate.quota.topic_bytes_in import Refusal, ThresholdError, TopicBytesIn
 
 __all__ = [
     "DEFAULT",
+    "NOT_ADMITTED",
     "QUOTA_KEYS",
     "STRICT_SINCE_VERSION",
     "THROTTLING_QUOTA_EXCEEDED",
     "THROTTLING_QUOTA_EXCEEDED_MESSAGE",
     "UNBOUNDED",
+    "Admission",
     "Avg",
     "Cause",
     "Charging",
@@ -64,6 +70,7 @@ __all__ = [
     "ControllerMutationQuota",
     "ControllerMutationQuotaManager",
     "CumulativeSum",
+    "Decision",
     "EntityName",
     "EwmaMeter",
     "ExponentialBackoff",
@@ -84,6 +91,7 @@ __all__ = [
     "QuotaViolation",
     "Rate",
     "Refusal",
+    "RequestFacts",
     "RequestQuotaManager",
     "Sensor",
     "SharingKey",
@@ -95,11 +103,13 @@ __all__ = [
     "TopicBytesInQuota",
     "WindowedCount",
     "WindowedSum",
+    "admit",
     "admit_mutations",
     "bounded_throttle_time",
     "charge_whole",
     "choose_throttle",
     "classify",
+    "decide",
     "dump_quota_file",
     "java_round",
     "load_quota_file",

@@ -1,9 +1,9 @@
-"""What one request is charged, and which throttle it answers with: the rules, written once.
+"""How a kind of request is charged, and which throttle it answers with: the rules, written once.
 
-Kafka spreads these over each API's handler in ``KafkaApis``; the gateway applies them to live
-traffic (its quota stages call the pieces as the request and its response pass) and the
-pipeline's replay applies them to usage events (:func:`charge_whole`, every fact at once).
-Both call this module, so a rule cannot change on one side only.
+Kafka spreads these over each API's handler in ``KafkaApis``. This module classifies a kind of
+request (:func:`classify`, from its header and flags alone); :mod:`quotagate.quota.decision`
+applies the rules to one request, for the gateway's live traffic and the pipeline's replay of
+usage events alike, so a rule cannot change on one side only.
 
 The rules:
 
@@ -18,26 +18,19 @@ The rules:
   strict (topic by topic, error 89) from :data:`STRICT_SINCE_VERSION` on, permissive before,
   and not at all for a ``validate_only`` request (the ZooKeeper-mode rule of KIP-599).
 * **One throttle** per response (KIP-219): the largest, ties to the request quota
-  (:func:`choose_throttle`); a throttled fetch's bytes are taken back, since its data is not
+  (``choose_throttle``); a throttled fetch's bytes are taken back, since its data is not
   sent.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
-from quotagate.quota.controller_mutation import (
-    STRICT_SINCE_VERSION,
-    THROTTLING_QUOTA_EXCEEDED,
-    ControllerMutationQuota,
-    ThrottlingQuotaExceeded,
-)
-from quotagate.quota.managers import QuotaManagers
-from quotagate.quota.throttle_choice import Cause, choose_throttle
+from quotagate.quota.controller_mutation import STRICT_SINCE_VERSION
+from quotagate.quota.throttle_choice import Cause
 
 # The API keys these rules name (Kafka's ApiKeys ids).
 PRODUCE: Final = 0
@@ -56,7 +49,7 @@ REQUEST_QUOTA_EXEMPT: Final = frozenset(
 )
 
 # API keys whose upstream time is never charged, with the reason it may wait upstream
-# (DESIGN.md "Request time"; docs/quotas.md reproduces this table).
+# (docs/design.md "Definitions"; docs/quotas.md reproduces this table).
 UPSTREAM_WAIT_NOT_CHARGED: Final[dict[int, str]] = {
     FETCH: "long poll up to fetch.max.wait.ms (DelayedFetch)",
     8: "OffsetCommit appends to __consumer_offsets with acks=all (DelayedProduce)",
@@ -100,16 +93,6 @@ _OTHER_CAUSE: Final = {
     OtherQuota.STRICT_MUTATION: Cause.CONTROLLER_MUTATION,
     OtherQuota.PERMISSIVE_MUTATION: Cause.CONTROLLER_MUTATION,
 }
-
-
-# Members bound once for the per-request functions below (an Enum class attribute lookup
-# costs ~0.2 µs on CPython 3.11).
-_NO_OTHER: Final = OtherQuota.NONE
-_PRODUCE_QUOTA: Final = OtherQuota.PRODUCE
-_FETCH_QUOTA: Final = OtherQuota.FETCH
-_PRODUCE_CAUSE: Final = Cause.PRODUCE
-_FETCH_CAUSE: Final = Cause.FETCH
-_MUTATION_CAUSE: Final = Cause.CONTROLLER_MUTATION
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,91 +142,3 @@ def _charging(
     else:
         other = OtherQuota.NONE
     return Charging(request_time, upstream_time, other)
-
-
-def admit_mutations(
-    quota: ControllerMutationQuota, counts: Sequence[int], now_ms: int
-) -> list[bool]:
-    """KIP-599: each topic's partition mutations, in request order; which were admitted.
-
-    A strict quota refuses a topic while its bucket is already negative (the topics after it
-    may still pass once they fit); a permissive one admits all and throttles afterwards.
-    A topic with nothing to mutate is admitted: the upstream decides its fate.
-    """
-    admitted: list[bool] = []
-    for count in counts:
-        if count > 0:
-            try:
-                quota.record(count, now_ms)
-            except ThrottlingQuotaExceeded:
-                admitted.append(False)
-                continue
-        admitted.append(True)
-    return admitted
-
-
-def settle(
-    managers: QuotaManagers,
-    charging: Charging,
-    user: str,
-    client_id: str,
-    request_time_ns: int,
-    others: Iterable[tuple[Cause, int]],
-    now_ms: int,
-    fetch_bytes: int = -1,
-) -> tuple[int, Cause]:
-    """The KIP-219 step once every quota has spoken: request time, the winner, the fetch
-    bytes taken back. Returns (throttle ms, cause)."""
-    request = managers.request
-    if charging.request_time:
-        request_ms = request.record_nanos_and_get_throttle_ms(
-            user, client_id, request_time_ns, now_ms
-        )
-    else:
-        request.record_exempt(request_time_ns, now_ms)
-        request_ms = 0
-    throttle_ms, cause = choose_throttle(request_ms, others)
-    if throttle_ms > 0 and fetch_bytes >= 0:
-        managers.fetch.unrecord(user, client_id, fetch_bytes, now_ms)
-    return throttle_ms, cause
-
-
-def charge_whole(
-    managers: QuotaManagers,
-    charging: Charging,
-    user: str,
-    client_id: str,
-    api_key: int,
-    api_version: int,
-    request_time_ns: int,
-    amount: int,
-    mutation_counts: Sequence[int],
-    now_ms: int,
-) -> tuple[int, Cause, int]:
-    """One request whose facts are all known at once (a usage event), in the gateway's order.
-
-    ``amount`` is the request size for a produce and the response size for a fetch;
-    ``mutation_counts`` are the per-topic partition mutations of a mutation request.
-    Returns (throttle ms, cause, error code the gateway imposed).
-    """
-    other = charging.other
-    error = 0
-    fetch_bytes = -1
-    if other is _NO_OTHER:
-        others: tuple[tuple[Cause, int], ...] = ()
-    elif other is _PRODUCE_QUOTA:
-        ms = managers.produce.record_and_get_throttle_ms(user, client_id, amount, now_ms)
-        others = ((_PRODUCE_CAUSE, ms),)
-    elif other is _FETCH_QUOTA:
-        ms = managers.fetch.record_and_get_throttle_ms(user, client_id, amount, now_ms)
-        fetch_bytes = amount
-        others = ((_FETCH_CAUSE, ms),)
-    else:
-        quota = managers.controller.new_quota_for(api_key, api_version, user, client_id, now_ms)
-        if not all(admit_mutations(quota, mutation_counts, now_ms)):
-            error = THROTTLING_QUOTA_EXCEEDED
-        others = ((_MUTATION_CAUSE, quota.throttle_time(now_ms)),)
-    throttle_ms, cause = settle(
-        managers, charging, user, client_id, request_time_ns, others, now_ms, fetch_bytes
-    )
-    return throttle_ms, cause, error

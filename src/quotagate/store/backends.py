@@ -3,6 +3,10 @@
 ``[store] backend = "sqlite"`` (the default) keeps quotas, thresholds and credentials in one
 file for one process. ``backend = "kafka"`` keeps them in a compacted topic of the upstream
 cluster, so every worker and instance of a fleet reads and writes the same configuration.
+
+The Kafka stores are imported in the branch that chooses them: they stand on librdkafka
+(``fleet.topic_log``), which a process on the SQLite store, or one that only reads its
+config, never loads.
 """
 
 from __future__ import annotations
@@ -10,20 +14,20 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Final, TypeAlias, TypeVar
 
-from quotagate.fleet.topic_log import TopicLogError
 from quotagate.store.credentials import Credentials, CredentialStore
-from quotagate.store.kafka_credentials import KafkaCredentialStore
-from quotagate.store.kafka_quotas import KafkaQuotaStore
 from quotagate.store.quotas import QuotaStore
-from quotagate.store.replicated_table import OnRecord, ReplicatedTable
+
+if TYPE_CHECKING:
+    from quotagate.store.kafka_quotas import KafkaQuotaStore
+    from quotagate.store.replicated_table import OnRecord, ReplicatedTable
 
 SQLITE: Final = "sqlite"
 KAFKA: Final = "kafka"
 BACKENDS: Final = (SQLITE, KAFKA)
 
-QuotaBackend = QuotaStore | KafkaQuotaStore
+QuotaBackend: TypeAlias = "QuotaStore | KafkaQuotaStore"
 T = TypeVar("T")
 
 
@@ -53,12 +57,16 @@ def open_quota_store(
 ) -> QuotaBackend:
     """``on_record`` (Kafka backend) sees every record as the topic is read: a history."""
     if settings.backend == KAFKA:
+        from quotagate.store.kafka_quotas import KafkaQuotaStore  # noqa: PLC0415
+
         return KafkaQuotaStore(_table(settings, client_id, on_record))
     return _sqlite(QuotaStore.open, settings)
 
 
 def open_credentials(settings: StoreSettings, client_id: str = "quotagate") -> Credentials:
     if settings.backend == KAFKA:
+        from quotagate.store.kafka_credentials import KafkaCredentialStore  # noqa: PLC0415
+
         return KafkaCredentialStore(_table(settings, client_id))
     return _sqlite(CredentialStore.open, settings)
 
@@ -73,6 +81,9 @@ def _sqlite(opener: Callable[[str], T], settings: StoreSettings) -> T:
 def _table(
     settings: StoreSettings, client_id: str, on_record: OnRecord | None = None
 ) -> ReplicatedTable:
+    from quotagate.fleet.topic_log import TopicLogError  # noqa: PLC0415
+    from quotagate.store.replicated_table import ReplicatedTable  # noqa: PLC0415
+
     if not settings.bootstrap:
         raise StoreError('[store] backend = "kafka" needs [upstream] bootstrap.servers')
     try:

@@ -1,4 +1,4 @@
-"""The usage-event schema of DESIGN.md, in one place for writer and readers.
+"""The usage-event schema of docs/design.md, in one place for writer and readers.
 
 One row per request the gateway handled (or, after ingest, per line of a broker's
 request log). ``topics`` holds record bytes per topic for a Produce and partition mutations
