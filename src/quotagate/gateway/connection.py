@@ -349,7 +349,7 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._core.paused:
             # uvloop starts reading only after connection_made() has returned, so the pause
-            # asked for there (_CONNECTING) is lost: without this, a connection paused before
+            # asked for there (CONNECTING) is lost: without this, a connection paused before
             # its first read would go on reading whatever the reason for the pause.
             self._enforce_pause()
         reader = self._reader
@@ -592,12 +592,15 @@ class ClientConnection(asyncio.Protocol):
             self._upstream.resume_reading()
 
     def _flush(self) -> None:
+        """Write what the core has ready (answers in client order, requests upstream), give
+        answered requests' bytes back to the pool, then do what the flush decided."""
         if self._closed:
             return
         core = self._core
         inflight = core.inflight
         if inflight and inflight[0].done:
-            actions = core.flush(self._loop.time())
+            now = self._loop.time()
+            actions = core.flush(now)
             out = core.to_client
             if out and self._transport is not None:
                 self._transport.writelines(out)
@@ -606,7 +609,7 @@ class ClientConnection(asyncio.Protocol):
             if released:
                 self._reserved -= released
                 self._pool.release(released)
-            self.last_active = self._loop.time()
+            self.last_active = now
         else:
             actions = core.flush(0.0)
         if core.to_upstream and self._upstream is not None:
@@ -629,8 +632,8 @@ class ClientConnection(asyncio.Protocol):
     # -- carrying out the core's actions --------------------------------------------------
 
     def _apply(self, actions: int) -> None:
-        """Do what the core asked, in this order: pause before resume (a mute and its end
-        in one flush read as "reading"), closes before anything that would read more."""
+        """Do what the core asked: pause before resume, and a close before anything that
+        would read more (a closing connection handles no further frame)."""
         if self._closed:
             return
         transport = self._transport

@@ -7,8 +7,7 @@ cleared, time passed for a mute) and carries out what it answers:
 
 * bytes to write, collected in :attr:`to_client` and :attr:`to_upstream` (h2's
   ``data_to_send``), each in the order the client sent its requests;
-* an action mask (:data:`PAUSE_READING` (applied before :data:`RESUME_READING` when both
-  are set: a mute and its end in one flush), :data:`RESUME_READING`, :data:`PROCESS`,
+* an action mask (:data:`PAUSE_READING`, :data:`RESUME_READING`, :data:`PROCESS`,
   :data:`ARM_MUTE`, :data:`CLOSE_REFUSED`, :data:`CLOSE_SHUTDOWN`) from the calls that change
   what the transport should do;
 * request bytes the gateway no longer holds (:attr:`released`), for the memory pool.
