@@ -307,3 +307,65 @@ def test_every_cited_design_document_is_in_the_repository() -> None:
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_every_package_named_in_the_rule_exists(package: str) -> None:
     assert any(_package(module) == package for module in MODULES)
+
+
+# Modules that are state machines without I/O (h11's rule): they and every quotagate module
+# they reach import no event loop, socket or clock, so their unit tests need neither.
+SANS_IO = ("quotagate.gateway.connection_core",)
+IO_MODULES = frozenset({"asyncio", "socket", "ssl", "selectors", "threading", "time", "uvloop"})
+
+
+def _runtime_import_nodes(module: str) -> Iterator[ast.Import | ast.ImportFrom]:
+    """``module``'s imports that run: those under ``if TYPE_CHECKING:`` load nothing."""
+    todo: list[ast.AST] = [ast.parse(MODULES[module].read_text(encoding="utf-8"))]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            todo.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def _loads(module: str) -> tuple[set[str], set[str]]:
+    """What importing ``module`` loads: the quotagate modules, and the other top-level names."""
+    ours: set[str] = set()
+    others: set[str] = set()
+    for node in _runtime_import_nodes(module):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in MODULES:
+                    ours.add(alias.name)
+                else:
+                    others.add(alias.name.split(".")[0])
+        elif node.level == 0 and node.module:
+            if node.module.startswith("quotagate"):
+                submodules = {f"{node.module}.{a.name}" for a in node.names} & MODULES.keys()
+                ours |= submodules or {node.module}
+            else:
+                others.add(node.module.split(".")[0])
+    return ours & MODULES.keys(), others
+
+
+def _reached(module: str) -> dict[str, set[str]]:
+    """Every quotagate module importing ``module`` loads, with its other imports."""
+    reached: dict[str, set[str]] = {}
+    todo = [module]
+    while todo:
+        current = todo.pop()
+        if current in reached:
+            continue
+        ours, reached[current] = _loads(current)
+        todo.extend(ours)
+    return reached
+
+
+@pytest.mark.parametrize("module", SANS_IO)
+def test_sans_io_modules_reach_no_event_loop_socket_or_clock(module: str) -> None:
+    found = sorted(
+        f"{reached} imports {name}"
+        for reached, others in _reached(module).items()
+        for name in others & IO_MODULES
+    )
+    assert not found, "\n".join(found)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from typing import Final, cast
 
 from quotagate.gateway.auth.authenticator import (
@@ -36,6 +35,18 @@ from quotagate.gateway.auth.authenticator import (
 from quotagate.gateway.auth.inspection import SaslInspector
 from quotagate.gateway.auth.mtls import peer_certificate
 from quotagate.gateway.config import SASL_PASSTHROUGH, ListenerConfig
+from quotagate.gateway.connection_core import (
+    ARM_MUTE,
+    CLOSE_REFUSED,
+    CLOSE_SHUTDOWN,
+    CONNECTING,
+    MEMORY,
+    PAUSE_READING,
+    PROCESS,
+    RESUME_READING,
+    UPSTREAM_BUSY,
+    ConnectionCore,
+)
 from quotagate.gateway.connection_limits import Slot
 from quotagate.gateway.control import connect_error_text, is_security_failure
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
@@ -55,24 +66,11 @@ from quotagate.protocol.headers import (
     HeaderError,
     RequestHeader,
     parse_request_header,
-    response_correlation_id,
 )
 from quotagate.protocol.host_port import HostPort
 from quotagate.security.principal import PrincipalBuilder, PrincipalError
 
 log = logging.getLogger(__name__)
-
-_MUTED: Final = 1
-_SHUTDOWN: Final = 2
-_UPSTREAM_BUSY: Final = 4
-_CONNECTING: Final = 8
-_INFLIGHT_FULL: Final = 16
-_HELD: Final = 32  # a throttled request is in flight (Exchange.hold_reading)
-_MEMORY: Final = 64  # waiting for the request-bytes pool (queued.max.request.bytes)
-# Frames already read are not handled either while one of these holds (queued.max.requests
-# counts requests, not reads: one read may carry thousands of small ones).
-_STOP_PROCESSING: Final = _MUTED | _SHUTDOWN | _HELD | _INFLIGHT_FULL
-_RETRY_PROCESSING: Final = _STOP_PROCESSING | _MEMORY
 
 _SASL_KEYS: Final = frozenset({api_keys.SASL_HANDSHAKE, api_keys.SASL_AUTHENTICATE})
 _UPSTREAM_MAX_FRAME: Final = 2_147_483_647  # responses come from a broker we trust
@@ -110,22 +108,11 @@ class ClientConnection(asyncio.Protocol):
         config = services.config
         self._pool = services.memory_pool
         self._reader = FrameReader(config.socket_request_max_bytes, self._reserve)
-        # Kafka reads one request per connection at a time; the gateway pipelines but bounds
-        # how many requests a client may have outstanding before it stops reading more.
-        self._max_inflight = config.queued_max_requests
-        self._resume_inflight = max(config.queued_max_requests // 2, 1)
         self._upstream_reader = FrameReader(_UPSTREAM_MAX_FRAME)
-        self._inflight: deque[Exchange] = deque()  # client order
-        self._sizes: deque[int] = deque()  # bytes reserved for each of _inflight, same order
-        self._reserved = 0  # bytes this connection holds in the pool (_deferred included)
-        self._deferred = 0  # answered acks=0 requests the upstream transport may still hold
+        # Ordering, flush order, pause reasons and mute: the rules without the I/O.
+        self._core = ConnectionCore(config.queued_max_requests)
+        self._reserved = 0  # bytes this connection holds in the pool (core.deferred included)
         self._frame_started = 0.0  # loop time the partial frame began arriving; 0 = none
-        self._awaiting: deque[Exchange] = deque()  # forwarded, response not yet received
-        self._to_client: list[bytes] = []
-        self._to_upstream: list[bytes] = []
-        self._paused = 0
-        self._held = 0
-        self._mute_until = 0.0
         self._mute_handle: asyncio.TimerHandle | None = None
         self._connect_task: asyncio.Task[None] | None = None
         self._authenticator: Authenticator | None = None
@@ -137,7 +124,6 @@ class ClientConnection(asyncio.Protocol):
         )
         self._registered = False
         self._closed = False
-        self._draining = False
         self._processing = False
         self._process_again = False
         self.last_active = self._loop.time()
@@ -184,7 +170,7 @@ class ClientConnection(asyncio.Protocol):
         else:
             self.info.principal = ANONYMOUS
         log.debug(kv("connection_opened", id=self.info.connection_id, client=self._peer()))
-        self._pause(_CONNECTING)
+        self._pause(CONNECTING)
         self._connect_task = self._loop.create_task(self._connect_upstream())
 
     def _certificate_principal(
@@ -228,7 +214,7 @@ class ClientConnection(asyncio.Protocol):
             transport.close()
             return
         self._upstream = transport
-        self._resume(_CONNECTING)
+        self._resume(CONNECTING)
         self._flush()
 
     def _connect_failed(
@@ -294,7 +280,8 @@ class ClientConnection(asyncio.Protocol):
         pool = self._pool
         pool.cancel(self)
         if self._reserved:
-            reserved, self._reserved, self._deferred = self._reserved, 0, 0
+            reserved, self._reserved = self._reserved, 0
+            self._core.take_deferred()
             pool.release(reserved)
         if self._connect_task is not None and not self._connect_task.done():
             self._connect_task.cancel()
@@ -311,7 +298,6 @@ class ClientConnection(asyncio.Protocol):
         # Kafka's connection.failed.authentication.delay.ms: a refused client is not let go at
         # once. The refusal is already written; closing a moment later also keeps clients that
         # drop bytes arriving together with a TLS close_notify (kafka-python) from missing it.
-        self._pause(_SHUTDOWN)
         delay_ms = self._services.config.connection_failed_authentication_delay_ms
         if delay_ms <= 0:
             self.close("authentication failed or refused")
@@ -320,10 +306,7 @@ class ClientConnection(asyncio.Protocol):
 
     def begin_drain(self) -> None:
         """Graceful shutdown: read no more requests, close once in-flight ones are answered."""
-        self._draining = True
-        self._pause(_SHUTDOWN)
-        if not self._inflight:
-            self.close("shutdown", logging.DEBUG)
+        self._apply(self._core.begin_drain())
 
     @property
     def closed(self) -> bool:
@@ -331,7 +314,7 @@ class ClientConnection(asyncio.Protocol):
 
     @property
     def inflight(self) -> int:
-        return len(self._inflight)
+        return len(self._core.inflight)
 
     @property
     def reserved(self) -> int:
@@ -345,9 +328,9 @@ class ClientConnection(asyncio.Protocol):
         client: both restart when reading resumes."""
         if self._closed:
             return
-        if self._deferred:
+        if self._core.deferred:
             self._release_sent()
-        if self._paused:
+        if self._core.paused:
             return
         started = self._frame_started
         if started and now - started > frame_s:
@@ -358,15 +341,15 @@ class ClientConnection(asyncio.Protocol):
                 f"arrived in {round((now - started) * 1000)} ms",
                 logging.WARNING,
             )
-        elif not self._inflight and now - self.last_active > idle_s:
+        elif not self._core.inflight and now - self.last_active > idle_s:
             self.close("connections.max.idle.ms exceeded")
 
     # -- client → gateway -----------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
-        if self._paused:
+        if self._core.paused:
             # uvloop starts reading only after connection_made() has returned, so the pause
-            # asked for there (_CONNECTING) is lost: without this, a connection paused before
+            # asked for there (CONNECTING) is lost: without this, a connection paused before
             # its first read would go on reading whatever the reason for the pause.
             self._enforce_pause()
         reader = self._reader
@@ -382,12 +365,12 @@ class ClientConnection(asyncio.Protocol):
             return True
         if not self._closed:
             self._pool.wait(self)
-            self._pause(_MEMORY)
+            self._pause(MEMORY)
         return False
 
     def memory_available(self) -> None:
         """The pool has memory again (MemoryWaiter): resume reading and retry."""
-        self._resume(_MEMORY)
+        self._resume(MEMORY)
 
     def _process(self) -> None:
         """Handle the frames read so far, then flush. Flushing may resume processing (a
@@ -409,8 +392,9 @@ class ClientConnection(asyncio.Protocol):
 
     def _process_frames(self) -> bool:
         reader = self._reader
+        core = self._core
         try:
-            while not self._paused & _STOP_PROCESSING and not self._closed:
+            while core.may_process and not self._closed:
                 frame = reader.next_frame()
                 if frame is None:
                     break
@@ -466,8 +450,7 @@ class ClientConnection(asyncio.Protocol):
             if exchange.outcome is not _FORWARD:
                 break
         if exchange.hold:
-            self._held += 1
-            self._pause(_HELD)
+            self._apply(self._core.hold())
         outcome = exchange.outcome
         if outcome is _FORWARD:
             self._forward(exchange)
@@ -480,11 +463,10 @@ class ClientConnection(asyncio.Protocol):
         exchange = Exchange(
             self.info, header, frame, time.time_ns() // 1_000_000, time.monotonic_ns()
         )
-        self._inflight.append(exchange)
-        self._sizes.append(len(frame))
         self._frame_started = 0.0
-        if len(self._inflight) >= self._max_inflight:
-            self._pause(_INFLIGHT_FULL)
+        actions = self._core.admit(exchange)
+        if actions:
+            self._apply(actions)
         return exchange
 
     def _apply_auth(self, exchange: Exchange, result: AuthResult) -> None:
@@ -542,13 +524,8 @@ class ClientConnection(asyncio.Protocol):
         exchange.done = True
 
     def _forward(self, exchange: Exchange) -> None:
-        # acks=0 produce requests get no response from the broker: expect none.
-        if exchange.header.api_key == api_keys.PRODUCE and exchange.acks == 0:
-            exchange.done = True
-        else:
-            self._awaiting.append(exchange)
         exchange.forwarded_ns = time.monotonic_ns()
-        self._to_upstream.append(exchange.request_frame)
+        self._core.forward(exchange)
 
     # -- upstream → gateway ---------------------------------------------------------------
 
@@ -571,21 +548,12 @@ class ClientConnection(asyncio.Protocol):
         self._flush()
 
     def _on_response(self, frame: bytes) -> None:
-        if not self._awaiting:
-            raise HeaderError("upstream sent a response nobody asked for")
-        exchange = self._awaiting.popleft()
-        correlation_id = response_correlation_id(frame)
-        if correlation_id != exchange.header.correlation_id:
-            raise HeaderError(
-                f"upstream answered correlation id {correlation_id}, "
-                f"expected {exchange.header.correlation_id}"
-            )
+        exchange = self._core.receive_response(frame)
         upstream_ns = exchange.upstream_ns = time.monotonic_ns() - exchange.forwarded_ns
         api = exchange.api_metrics
         if api is None:
             api = self._services.metrics.api(exchange.header.api_key)
         api.observe_latency(upstream_ns / 1e9)
-        exchange.response_frame = frame
         inspector = self._inspector
         if inspector is not None and exchange.header.api_key in _SASL_KEYS:
             self._inspect_response(exchange, inspector)
@@ -607,10 +575,10 @@ class ClientConnection(asyncio.Protocol):
             self.close(f"upstream connection lost: {exc or 'closed by broker'}", logging.WARNING)
 
     def upstream_pause_writing(self) -> None:
-        self._pause(_UPSTREAM_BUSY)
+        self._pause(UPSTREAM_BUSY)
 
     def upstream_resume_writing(self) -> None:
-        self._resume(_UPSTREAM_BUSY)
+        self._resume(UPSTREAM_BUSY)
 
     # -- gateway → client and upstream ----------------------------------------------------
 
@@ -624,84 +592,80 @@ class ClientConnection(asyncio.Protocol):
             self._upstream.resume_reading()
 
     def _flush(self) -> None:
+        """Write what the core has ready (answers in client order, requests upstream), give
+        answered requests' bytes back to the pool, then do what the flush decided."""
         if self._closed:
             return
-        inflight = self._inflight
-        close_after = False
+        core = self._core
+        inflight = core.inflight
         if inflight and inflight[0].done:
-            out = self._to_client
-            sizes = self._sizes
-            released = 0
-            while inflight and inflight[0].done:
-                exchange = inflight.popleft()
-                frame = exchange.response_frame
-                if frame is not None:
-                    released += sizes.popleft()
-                    out.append(frame)
-                    api = exchange.api_metrics
-                    if api is not None:
-                        api.response_bytes += len(frame)
-                elif exchange.forwarded_ns:
-                    self._deferred += sizes.popleft()  # acks=0: maybe still being sent
-                else:
-                    released += sizes.popleft()
-                if exchange.mute_ms:
-                    self._mute(exchange.mute_ms)
-                if exchange.hold:
-                    self._held -= 1
-                if exchange.close_after_response:
-                    close_after = True
-                    break
+            now = self._loop.time()
+            actions = core.flush(now)
+            out = core.to_client
             if out and self._transport is not None:
                 self._transport.writelines(out)
-                self._to_client = []
+                core.to_client = []
+            released = core.take_released()
             if released:
                 self._reserved -= released
                 self._pool.release(released)
-            self.last_active = self._loop.time()
-        if self._to_upstream and self._upstream is not None:
-            self._upstream.writelines(self._to_upstream)
-            self._to_upstream = []
-        if self._deferred:
+            self.last_active = now
+        else:
+            actions = core.flush(0.0)
+        if core.to_upstream and self._upstream is not None:
+            self._upstream.writelines(core.to_upstream)
+            core.to_upstream = []
+        if core.deferred:
             self._release_sent()
-        if close_after:
-            self._close_after_refusal()
-        elif self._paused & _INFLIGHT_FULL and len(inflight) < self._resume_inflight:
-            self._resume(_INFLIGHT_FULL)
-        elif self._draining and not inflight:
-            self.close("shutdown", logging.DEBUG)
-        if self._paused & _HELD and not self._held and not self._closed:
-            # Last, because resuming may process buffered requests (and flush again).
-            self._resume(_HELD)
+        if actions:
+            self._apply(actions)
 
     def _release_sent(self) -> None:
         """Release answered acks=0 requests once the upstream transport holds no bytes."""
         upstream = self._upstream
-        if upstream is not None and not self._to_upstream and not upstream.get_write_buffer_size():
-            deferred, self._deferred = self._deferred, 0
+        core = self._core
+        if upstream is not None and not core.to_upstream and not upstream.get_write_buffer_size():
+            deferred = core.take_deferred()
             self._reserved -= deferred
             self._pool.release(deferred)
 
-    # -- reading pauses -------------------------------------------------------------------
+    # -- carrying out the core's actions --------------------------------------------------
 
-    def _mute(self, ms: int) -> None:
-        until = self._loop.time() + ms / 1000
-        if until > self._mute_until:
-            self._mute_until = until
+    def _apply(self, actions: int) -> None:
+        """Do what the core asked: pause before resume, and a close before anything that
+        would read more (a closing connection handles no further frame)."""
+        if self._closed:
+            return
+        transport = self._transport
+        if actions & PAUSE_READING and transport is not None:
+            transport.pause_reading()
+        if actions & ARM_MUTE:
             if self._mute_handle is not None:
                 self._mute_handle.cancel()
-            self._mute_handle = self._loop.call_at(until, self._unmute)
-        self._pause(_MUTED)
+            self._mute_handle = self._loop.call_at(self._core.mute_until, self._unmute)
+        if actions & CLOSE_REFUSED:
+            self._close_after_refusal()
+            return
+        if actions & CLOSE_SHUTDOWN:
+            self.close("shutdown", logging.DEBUG)
+            return
+        if actions & RESUME_READING and transport is not None:
+            transport.resume_reading()
+        if actions & PROCESS:
+            self._process()
+        if actions & RESUME_READING and not self._core.paused and not self._closed:
+            # The gateway, not the client, held things up until now: the idle and
+            # partial-frame clocks start again from here.
+            now = self._loop.time()
+            self.last_active = now
+            self._frame_started = now if self._reader.buffered else 0.0
 
     def _unmute(self) -> None:
         self._mute_handle = None
-        self._resume(_MUTED)
+        self._apply(self._core.unmute())
 
     def _pause(self, reason: int) -> None:
-        was = self._paused
-        self._paused = was | reason
-        if not was and self._transport is not None and not self._closed:
-            self._transport.pause_reading()
+        self._apply(self._core.pause(reason))
 
     def _enforce_pause(self) -> None:
         transport = self._transport
@@ -709,21 +673,7 @@ class ClientConnection(asyncio.Protocol):
             transport.pause_reading()
 
     def _resume(self, reason: int) -> None:
-        if not self._paused & reason:
-            return
-        self._paused &= ~reason
-        if self._closed:
-            return
-        if not self._paused and self._transport is not None:
-            self._transport.resume_reading()
-        if reason & _RETRY_PROCESSING and not self._paused & _STOP_PROCESSING:
-            self._process()
-        if not self._paused and not self._closed:
-            # The gateway, not the client, held things up until now: the idle and
-            # partial-frame clocks start again from here.
-            now = self._loop.time()
-            self.last_active = now
-            self._frame_started = now if self._reader.buffered else 0.0
+        self._apply(self._core.resume(reason))
 
     # -- errors ---------------------------------------------------------------------------
 
