@@ -10,7 +10,6 @@ quota while bob's runs free. The quota windows are 2 x 1 s, as in test_byte_rate
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -23,13 +22,12 @@ from kafka import KafkaProducer
 
 from quotagate.store.quotas import Change
 from support.certificates import CertificateAuthority, Leaf
-from support.greedy import produce_rate, produce_until, usage_rows
+from support.greedy import assert_held, measured_rate, race, usage_rows
 
 pytestmark = pytest.mark.integration
 
 QUOTA = 300_000
-WARM_UP_S = 4.0
-MEASURE_S = 15.0
+WHO = ("alice", "bob")
 RULES = "RULE:^.*CN=([a-z]+).*$/$1/L,DEFAULT"
 WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1}
 
@@ -93,28 +91,11 @@ def test_a_user_quota_holds_the_certificate_it_names(
     admin = AdminClient(_client(gateway.bootstrap, pki, "bob"))
     for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
         future.result(30)
-    start = time.time()
-    stop_at = start + WARM_UP_S + MEASURE_S + 1
-    errors: dict[str, list[str]] = {"alice": [], "bob": []}
-    threads = [
-        threading.Thread(
-            target=produce_until,
-            args=(_client(gateway.bootstrap, pki, who), topic, stop_at, errors[who]),
-        )
-        for who in errors
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
+    measured_from = race({who: _client(gateway.bootstrap, pki, who) for who in WHO}, topic)
     gateway.stop()
-    assert errors == {"alice": [], "bob": []}
     rows = usage_rows(usage)
-    measured_from = start + WARM_UP_S
-    alice = produce_rate(rows, "User:alice", measured_from, MEASURE_S)
-    bob = produce_rate(rows, "User:bob", measured_from, MEASURE_S)
-    assert 0.95 * QUOTA <= alice <= 1.05 * QUOTA, alice / QUOTA
-    assert bob > 1.5 * QUOTA, bob / QUOTA
+    assert_held(measured_rate(rows, "User:alice", measured_from), QUOTA)
+    assert measured_rate(rows, "User:bob", measured_from) > 1.5 * QUOTA
     assert not [r for r in rows if r["principal"] == "User:bob" and r["throttle_ms"] > 0]
     assert {r["principal"] for r in rows} == {"User:alice", "User:bob"}
 

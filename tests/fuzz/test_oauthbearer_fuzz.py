@@ -162,12 +162,15 @@ def test_hostile_tokens_close_one_connection_each(
             },
             store_path=str(tmp_path / "quotagate.db"),
         )
-        gateway = BackgroundGateway(config, authenticator_factory=authenticator_factory(config))
+        factory = authenticator_factory(config)
+        assert factory is not None
+        gateway = BackgroundGateway(config, authenticator_factory=factory)
         gateway.start()
         try:
             outcomes = _fuzz_listener(gateway, provider, budget, rng)
         finally:
             gateway.stop()
+            factory.close()
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     assert errors == [], [r.getMessage() for r in errors[:3]]
     assert outcomes.get(ErrorCode.sasl_authentication_failed, 0) > 0, outcomes

@@ -108,9 +108,7 @@ class IdentityProvider:
                     scope = form.get("scope", [None])[0]
                     provider.granted.append((client_id, scope))
                     claims = {} if scope is None else {"scope": scope}
-                    token = provider.mint(
-                        client_id, expires_in=provider.token_lifetime_s, **claims
-                    )
+                    token = provider.mint(client_id, expires_in=provider.token_lifetime_s, **claims)
                     provider.issued.append(token)
                     self._json(
                         200,

@@ -30,7 +30,7 @@ from quotagate.gateway import (
     validate,
     with_overrides,
 )
-from quotagate.gateway.auth import AuthenticatorFactory, authenticator_factory
+from quotagate.gateway.auth import SaslAuthenticatorFactory, authenticator_factory
 from quotagate.instance.metrics import WorkersCollector
 from quotagate.instance.ports import hold_listen_ports
 from quotagate.instance.supervisor import StartError, Supervisor
@@ -88,7 +88,11 @@ def serve(
         if settings.workers == 1:
             if upstream_store:
                 factory = authenticator_factory_for(settings)
-            uvloop.run(_serve(settings, factory))
+            try:
+                uvloop.run(_serve(settings, factory))
+            finally:
+                if factory is not None:
+                    factory.close()
         else:
             _serve_workers(settings)
     except (OSError, StartError, ConfigError, StoreError) as exc:
@@ -100,7 +104,7 @@ def serve(
             typer.echo("Embedded tansu broker stopped.")
 
 
-def authenticator_factory_for(settings: GatewayConfig) -> AuthenticatorFactory | None:
+def authenticator_factory_for(settings: GatewayConfig) -> SaslAuthenticatorFactory | None:
     """The authenticator of SASL listeners (None when no listener uses SASL)."""
     return authenticator_factory(settings)
 
@@ -161,12 +165,16 @@ def run_worker(settings: GatewayConfig, index: int, ready: Queue[int]) -> None:
     """One worker process of a multi-process instance (the supervisor's target)."""
     configure_logging(settings.log_level, worker=index)
     factory = authenticator_factory_for(settings)
-    uvloop.run(_serve(settings, factory, worker=index, ready=ready))
+    try:
+        uvloop.run(_serve(settings, factory, worker=index, ready=ready))
+    finally:
+        if factory is not None:
+            factory.close()
 
 
 async def _serve(
     settings: GatewayConfig,
-    factory: AuthenticatorFactory | None,
+    factory: SaslAuthenticatorFactory | None,
     *,
     worker: int | None = None,
     ready: Queue[int] | None = None,

@@ -105,10 +105,7 @@ class SampledStat(Stat):
         if not samples:
             self._append(now_ms)
         sample = samples[self._current]
-        if (
-            now_ms - sample.start >= config.time_window_ms
-            or sample.count >= config.event_window
-        ):
+        if now_ms - sample.start >= config.time_window_ms or sample.count >= config.event_window:
             sample = samples[self._advance(config, now_ms)]
         sample.value = self._update(sample.value, value)
         sample.count += 1
@@ -240,10 +237,7 @@ class WindowedSum(SampledStat):
         if not samples:
             self._append(now_ms)
         sample = samples[self._current]
-        if (
-            now_ms - sample.start >= config.time_window_ms
-            or sample.count >= config.event_window
-        ):
+        if now_ms - sample.start >= config.time_window_ms or sample.count >= config.event_window:
             sample = samples[self._advance(config, now_ms)]
         sample.value += value
         sample.count += 1

@@ -38,6 +38,8 @@ class TokenValidator(Protocol):
         """The token's principal and claims; raises InvalidTokenError."""
         ...
 
+    def close(self) -> None: ...
+
 
 class JwksTokenValidator:
     """Tokens checked against a listener's JWKS and ``sasl.oauthbearer.*`` rules."""
@@ -53,6 +55,9 @@ class JwksTokenValidator:
         except MissingKeyError as missing:
             self._keys.missing(missing.key_id, time.monotonic())
             raise
+
+    def close(self) -> None:
+        self._keys.close()
 
 
 class OAuthBearerServer:

@@ -65,6 +65,8 @@ class CredentialSource(Protocol):
 
     def verify_password(self, username: str, password: str) -> bool: ...
 
+    def close(self) -> None: ...
+
 
 class _State(Enum):
     HANDSHAKE = auto()
@@ -286,6 +288,13 @@ class SaslAuthenticatorFactory:
 
     def mechanisms(self, listener: str) -> tuple[str, ...]:
         return self._listener_mechanisms.get(listener, self._mechanisms)
+
+    def close(self) -> None:
+        """Close the credential store and every token validator: a store on the upstream
+        follows its topic from a thread, a JWKS cache refreshes from one."""
+        self._credentials.close()
+        for validator in self._listener_tokens.values():
+            validator.close()
 
     def __call__(self, context: AuthContext) -> SaslAuthenticator:
         return SaslAuthenticator(
