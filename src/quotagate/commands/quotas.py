@@ -35,6 +35,7 @@ from quotagate.commands.quota_history import history
 from quotagate.commands.quota_plan import EntityPlan, plan, summary
 from quotagate.quota import ClientQuotaFilter, FilterComponent
 from quotagate.quota.quota_file import QuotaFileError, load_quota_file
+from quotagate.quota.shadow_keys import is_shadow_key, live_key, shadow_key
 
 app = typer.Typer(
     help="Describe and alter client quotas of a running gateway (like kafka-configs). "
@@ -179,17 +180,19 @@ def alter(
         bool,
         typer.Option("--dry-run", help="Have the gateway validate only (validate_only)."),
     ] = False,
+    shadow: Annotated[
+        bool,
+        typer.Option(
+            "--shadow",
+            help="Set or remove the entity's shadow quotas: evaluated on live traffic and "
+            "enforced on nobody, until `quotas promote` makes them live.",
+        ),
+    ] = False,
     command_config: CommandConfig = None,
     timeout_ms: TimeoutMs = None,
 ) -> None:
-    """Set or remove quota values of one entity."""
-    pairs = entity_pairs(ctx)
-    if not pairs or any(name == "" for _, name in pairs):
-        raise typer.BadParameter(
-            "name the entity: --entity-type users --entity-name alice (or --entity-default), "
-            "and the same for each further --entity-type",
-            param_hint="--entity-type",
-        )
+    """Set or remove quota values of one entity (with --shadow, its shadow values)."""
+    pairs = _one_entity(ctx)
     ops: dict[str, float | None] = dict(parse_add_config(add_config or ""))
     for entry in delete_config or []:
         for key in filter(None, (k.strip() for k in entry.split(","))):
@@ -198,8 +201,60 @@ def alter(
         raise typer.BadParameter(
             "give --add-config KEY=VALUE and/or --delete-config KEY", param_hint="--add-config"
         )
+    if shadow:
+        # The shadow flag travels in the key (quota/shadow_keys.py): shadow.<key>.
+        ops = {key if is_shadow_key(key) else shadow_key(key): v for key, v in ops.items()}
     alteration = ClientQuotaAlteration.of(dict(pairs), ops)
     _alter(_config(bootstrap_server, command_config, timeout_ms), [alteration], validate_only)
+
+
+@app.command(cls=EntityCommand, epilog=_EPILOG)
+def promote(
+    ctx: typer.Context,
+    bootstrap_server: Bootstrap,
+    entity_type: EntityType = None,
+    entity_name: EntityName = None,
+    entity_default: EntityDefault = 0,
+    command_config: CommandConfig = None,
+    timeout_ms: TimeoutMs = None,
+) -> None:
+    """Make one entity's shadow quotas live, and remove them from the shadow set.
+
+    One AlterClientQuotas request sets each ``<key>`` to its ``shadow.<key>`` value and removes
+    the shadow value, so the store applies both in one transaction."""
+    pairs = _one_entity(ctx)
+    entity = ClientQuotaEntity.of(dict(pairs))
+    config = _config(bootstrap_server, command_config, timeout_ms)
+    try:
+        with SyncAdminClient(config) as admin:
+            live = _describe_all(admin)
+    except KafkaError as exc:
+        raise _fail(exc) from None
+    shadows = {k: v for k, v in live.get(entity, {}).items() if is_shadow_key(k)}
+    if not shadows:
+        typer.echo(
+            f"error: {entity} has no shadow quotas to promote; set some with "
+            "`quotagate quotas alter --shadow ... --add-config KEY=VALUE`",
+            err=True,
+        )
+        raise typer.Exit(exit_codes.USAGE)
+    ops: dict[str, float | None] = {}
+    for key, value in sorted(shadows.items()):
+        ops[live_key(key)] = value
+        ops[key] = None
+        typer.echo(f"{entity}: {live_key(key)} -> {_number(value)}")
+    _alter(config, [ClientQuotaAlteration.of(entity.as_dict(), ops)])
+
+
+def _one_entity(ctx: typer.Context) -> list[tuple[str, str | None]]:
+    pairs = entity_pairs(ctx)
+    if not pairs or any(name == "" for _, name in pairs):
+        raise typer.BadParameter(
+            "name the entity: --entity-type users --entity-name alice (or --entity-default), "
+            "and the same for each further --entity-type",
+            param_hint="--entity-type",
+        )
+    return pairs
 
 
 @app.command(cls=EntityCommand, epilog=_EPILOG)
@@ -257,7 +312,7 @@ def apply(
     config = _config(bootstrap_server, command_config, timeout_ms)
     try:
         with SyncAdminClient(config) as admin:
-            live = _describe_all(admin)
+            live = _live_only(_describe_all(admin))
     except KafkaError as exc:
         raise _fail(exc) from None
     plans = plan(_within(live, scope), _within(wanted, scope), prune=prune)
@@ -270,6 +325,15 @@ def apply(
         typer.echo("No changes: the gateway's quotas are what the file says.")
         return
     _alter(config, [p.alteration() for p in plans], dry_run)
+
+
+def _live_only(
+    values: dict[ClientQuotaEntity, dict[str, float]],
+) -> dict[ClientQuotaEntity, dict[str, float]]:
+    """Without the shadow values: a quota file states live quotas, and --prune must not
+    remove a candidate being watched (`quotas promote` or `alter --shadow` change those)."""
+    live = {e: {k: v for k, v in vs.items() if not is_shadow_key(k)} for e, vs in values.items()}
+    return {e: vs for e, vs in live.items() if vs}
 
 
 def _within(

@@ -68,13 +68,18 @@ class FetchQuotaStage(Stage):
     response_keys: ClassVar[frozenset[int] | None] = frozenset({api_keys.FETCH})
 
     def __init__(self, runtime: QuotaRuntime) -> None:
-        # Only the parts it uses: the request's ticket and the quota managers.
+        # Only the parts it uses: the request's ticket, the quota managers, the shadow set.
         self._ticket = runtime.ticket
         self._managers = runtime.managers
+        self._shadow = runtime.shadow
 
     def on_request(self, exchange: Exchange) -> None:
         managers = self._managers
-        if not (managers.fetch.quotas_enabled or managers.request.quotas_enabled):
+        if not (
+            managers.fetch.quotas_enabled
+            or managers.request.quotas_enabled
+            or self._shadow.active  # a shadow fetch quota must tell follower fetches apart
+        ):
             return
         ticket = self._ticket(exchange)
         applies = managers.fetch.quota_applies(ticket.user, ticket.client_id)

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from quotagate.enforcement.shadow import COUNTERS as SHADOW_COUNTERS
 from quotagate.quota import QuotaManagers, TopicBytesInQuota
 from quotagate.quota.java import UNBOUNDED
 from quotagate.usage.writer import UsageWriter
@@ -124,6 +125,12 @@ _HELP = {
     "fleet_remote_recorded": "Peers' usage recorded into this worker's sensors, per quota kind",
     "fleet_fallback_recorded": "Fair shares recorded for silent peers, per quota kind",
     "fleet_report_echo_ms": "Publish-to-read-back latency of this worker's usage reports",
+    "shadow_would_throttle_seconds": "Throttle the shadow quotas would have imposed, seconds",
+    "shadow_would_throttle_requests": "Requests the shadow quotas would have throttled",
+    "shadow_refused_mutations": "Topics a strict shadow mutation quota would have refused",
+    "shadow_refused_requests": "Mutation requests a shadow quota would have refused a topic of",
+    "shadow_would_throttle_ratio": "Share of time the key would spend throttled under its "
+    "shadow quota (1 - quota / rate)",
 }
 
 # Exported as counters (``_total``): an instance sums them over its workers.
@@ -157,7 +164,7 @@ class QuotaCollector(Collector):
             suffix = max((k for k in _HELP if name.endswith(k)), key=len, default=None)
             help_text = _HELP[suffix] if suffix is not None else name
             family: GaugeMetricFamily | CounterMetricFamily
-            if name.endswith(_COUNTER_SUFFIX):
+            if name.endswith(_COUNTER_SUFFIX) or name in SHADOW_COUNTERS:
                 family = CounterMetricFamily(f"quotagate_{name}", help_text, labels=labels)
             else:
                 family = GaugeMetricFamily(f"quotagate_{name}", help_text, labels=labels)

@@ -20,6 +20,7 @@ from typing import Any, Final
 from quotagate.enforcement.fleet_link import FleetLink, ReportLogFactory, upstream_report_log
 from quotagate.enforcement.metrics import build_snapshot
 from quotagate.enforcement.settings import THROTTLE, QuotaSettings, configure, fleet_settings
+from quotagate.enforcement.shadow import ShadowQuotas
 from quotagate.enforcement.stamps import ConnectionStamps
 from quotagate.enforcement.store_sync import QuotaStoreSync
 from quotagate.enforcement.throttle import ResponseThrottle
@@ -81,8 +82,18 @@ class QuotaRuntime:
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
-        self.store_sync = QuotaStoreSync(settings, self.managers, self._topic_quota, store)
         self.response_throttle = ResponseThrottle(self.managers, gateway_id)
+        self.shadow = ShadowQuotas(
+            settings.window_num,
+            settings.window_size_s,
+            settings.controller_window_num,
+            settings.controller_window_size_s,
+        )
+        """The shadow set (docs/quotas.md); the throttle stage holds it only while active."""
+        self.shadow.on_active = self.response_throttle.set_shadow
+        self.store_sync = QuotaStoreSync(
+            settings, self.managers, self._topic_quota, store, self.shadow
+        )
 
     @classmethod
     def from_config(
@@ -285,6 +296,7 @@ class QuotaRuntime:
     def tick(self, wall_ms: int) -> None:
         """Release ended throttles, drop idle sensors, pick up store changes, refresh metrics."""
         self.managers.tick(wall_ms)
+        self.shadow.tick(wall_ms)
         self.stamps.forget_before(wall_ms)
         if self.usage is not None:
             self.usage.flush()
@@ -296,6 +308,8 @@ class QuotaRuntime:
         # (peeked: reading never changes a later decision), but never before a decision.
         now_ms = max(self.last_now_ms, wall_ms)
         snapshot = build_snapshot(self, now_ms)
+        if self.shadow.active:
+            snapshot["series"].update(self.shadow.series(now_ms))
         if self.fleet is not None:
             snapshot["series"].update(self.fleet.snapshot(now_ms))
         self.snapshot = snapshot

@@ -14,9 +14,11 @@ from collections.abc import Mapping
 from typing import Final
 
 from quotagate.enforcement.settings import QuotaSettings
+from quotagate.enforcement.shadow import ShadowQuotas
 from quotagate.gateway import ConnectionLimits
 from quotagate.logs import kv
 from quotagate.quota import QuotaManagers, TopicBytesInQuota
+from quotagate.quota.shadow_keys import is_shadow_key, live_key
 from quotagate.store.backends import QuotaBackend
 from quotagate.store.quotas import Change, EntityKey, entity_key
 
@@ -33,9 +35,12 @@ class QuotaStoreSync:
         managers: QuotaManagers,
         topic_quota: TopicBytesInQuota,
         store: QuotaBackend | None,
+        shadow: ShadowQuotas | None = None,
     ) -> None:
         self.settings = settings
         self.managers = managers
+        self.shadow = shadow
+        """The shadow set, which the store's ``shadow.<key>`` values configure."""
         self.topic_quota = topic_quota
         self.store = store
         self.client_quotas: dict[EntityKey, dict[str, float]] = {}
@@ -151,6 +156,10 @@ class QuotaStoreSync:
                 self._apply(dict(key), IP_CONNECTION_RATE, rate)
 
     def _apply(self, entity: Mapping[str, str | None], key: str, value: float | None) -> None:
+        if is_shadow_key(key):
+            if self.shadow is not None:
+                self.shadow.update_quota(entity, live_key(key), value)
+            return
         if key == IP_CONNECTION_RATE and IP in entity:
             # Not a request quota: the gateway's acceptors enforce it (Kafka's
             # ConnectionQuotas); with no gateway attached (a replay) it is only stored.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from typing import ClassVar, Protocol
 
+from quotagate.enforcement.shadow import ShadowQuotas, shadow_facts
 from quotagate.enforcement.ticket import QuotaTicket
 from quotagate.gateway import ConnectionInfo, Exchange, Stage
 from quotagate.protocol import api_table
@@ -32,13 +33,19 @@ class ResponseThrottle:
         self.usage: UsageWriter | None = None
         """Set while the runtime runs with ``[usage] path``."""
         self.topic_throttles = 0
+        self.shadow: ShadowQuotas | None = None
+        """The shadow set while it holds a quota (:meth:`set_shadow`); None costs nothing."""
+
+    def set_shadow(self, shadow: ShadowQuotas | None) -> None:
+        self.shadow = shadow
 
     def finish(self, exchange: Exchange, ticket: QuotaTicket) -> None:
         """The KIP-219 step: request-time quota, max of all throttles, mute, usage event."""
         if ticket.finished:
             return
         ticket.finished = True
-        if self.usage is None and not self._may_throttle(ticket):
+        shadow = self.shadow
+        if self.usage is None and not self._may_throttle(ticket) and shadow is None:
             return  # nothing below would record, throttle or write anything
         api_key = exchange.api_key
         api_version = exchange.api_version
@@ -53,6 +60,13 @@ class ResponseThrottle:
         # The error the quotas imposed was set when the stage cut the request.
         throttle_ms, cause, _ = decide(
             self.managers, facts, ticket.admission or NOT_ADMITTED, ticket.gateway_throttles()
+        )
+        # The shadow set decides before the live throttle acts, on the same facts, and
+        # changes nothing the client sees (enforcement/shadow.py).
+        shadow_ms = (
+            shadow.observe(shadow_facts(ticket, charging, api_key, api_version, request_time_ns))
+            if shadow is not None
+            else None
         )
         has_response = exchange.response_frame is not None
         if throttle_ms > 0 and ticket.fetch_empty is not None:
@@ -77,6 +91,7 @@ class ResponseThrottle:
                     charged_upstream_us,
                     throttle_ms,
                     cause,
+                    shadow_ms,
                 )
             )
 

@@ -166,6 +166,7 @@ class QuotaTicket:
         upstream_us: int,
         throttle_ms: int,
         cause: Cause,
+        shadow_throttle_ms: int | None = None,
     ) -> UsageRow:
         """The request's usage event, as the row :meth:`UsageWriter.add` takes (the fields
         of :class:`quotagate.usage.schema.UsageEvent`, in order: no object per event)."""
@@ -196,6 +197,7 @@ class QuotaTicket:
             throttle_ms,
             _CAUSE_TEXT[cause],  # throttle_cause
             self.error_code,
+            shadow_throttle_ms,  # null: no shadow quota was set
         )
 
 

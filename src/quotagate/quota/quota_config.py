@@ -23,6 +23,7 @@ from quotagate.quota.java import (
     java_map_text,
     java_string_hash,
 )
+from quotagate.quota.shadow_keys import live_key
 
 USER: Final = "user"
 CLIENT_ID: Final = "client-id"
@@ -120,8 +121,10 @@ def validate_entity(entity: Iterable[tuple[str, str | None]]) -> dict[str, str |
 def validate_value(entity: Entity, key: str, value: float) -> None:
     """Check one quota value for an entity, with KRaft's messages."""
     allowed = IP_QUOTA_KEYS if IP in entity else CLIENT_QUOTA_KEYS
-    quota_key = QUOTA_KEYS.get(key)
-    if quota_key is None or key not in allowed:
+    # A shadow key is checked as the key it stands for; ip quotas have no shadow.
+    base = live_key(key)
+    quota_key = QUOTA_KEYS.get(base)
+    if quota_key is None or base not in allowed or (base != key and IP in entity):
         raise QuotaConfigError(f"Invalid configuration key {key}")
     if math.isnan(value) or value <= 0:
         raise QuotaConfigError(f"Quota {key} must be greater than 0")

@@ -39,6 +39,8 @@ USAGE_SCHEMA: Final = pa.schema(
         ("throttle_ms", pa.int32()),
         ("throttle_cause", pa.string()),
         ("error_code", pa.int16()),
+        # What the shadow quotas would have throttled (docs/quotas.md); null without any.
+        ("shadow_throttle_ms", pa.int32()),
     ]
 )
 
@@ -75,6 +77,8 @@ class UsageEvent:
     throttle_ms: int = 0
     throttle_cause: str = ""
     error_code: int = 0
+    shadow_throttle_ms: int | None = None
+    """The throttle the shadow quotas would have imposed; None when none was set."""
 
     def as_row(self) -> dict[str, object]:
         row: dict[str, object] = {name: getattr(self, name) for name in USAGE_COLUMNS}

@@ -1,0 +1,199 @@
+"""Shadow quotas on a live gateway: watched on real traffic, enforced on nobody, then promoted.
+
+A real confluent-kafka producer sends at a steady rate through a real gateway (paced by the
+test, so that its throughput is a fact of the run, not of the machine's load). A shadow
+``producer_byte_rate`` at half that rate, set through ``quotagate quotas alter --shadow``,
+must show a would-throttle share of about 50 % in the metrics within two quota windows while
+the producer's throughput stays what it was before; the usage events' ``shadow_throttle_ms``
+must be what the pipeline's replay of the same events predicts with the shadow value as the
+candidate (one engine, one decision); ``quotas promote`` then throttles the producer to it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+from typer.testing import CliRunner
+
+from quotagate.cli import app
+from quotagate.pipeline.replay_core import replay_frame
+from quotagate.protocol import api_keys
+from support.greedy import usage_rows
+
+pytestmark = pytest.mark.integration
+
+CLIENT = "shadowed"
+VALUE = b"s" * 4000
+RECORDS_PER_S = 100  # ~400 kB/s of payload
+QUOTA = RECORDS_PER_S * len(VALUE) // 2  # half of it (the wire adds ~2 %)
+WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1, "super.users": ["User:ANONYMOUS"]}
+WINDOW_SPAN_S = 2.0
+BASELINE_S = 5.0
+SHADOW_S = 7.0
+PROMOTED_S = 7.0
+
+runner = CliRunner()
+
+
+class _PacedProducer(threading.Thread):
+    """Produces RECORDS_PER_S records a second, on schedule, until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__()
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        producer = Producer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "client.id": CLIENT,
+                "linger.ms": 5,
+                "batch.size": 16384,
+                "queue.buffering.max.messages": 2000,
+            }
+        )
+
+        def delivered(error: Any, _message: Any) -> None:
+            if error is not None:
+                self.errors.append(str(error))
+
+        start = time.monotonic()
+        sent = 0
+        while not self.stop.is_set():
+            due = int((time.monotonic() - start) * RECORDS_PER_S)
+            while sent < due:
+                try:
+                    producer.produce(self.topic, VALUE, on_delivery=delivered)
+                except BufferError:
+                    break  # throttled: the schedule runs ahead, the queue stays bounded
+                sent += 1
+            producer.poll(0.005)
+        producer.flush(30)
+
+
+def _metrics(gateway: Any) -> dict[str, dict[tuple[str, str], float]]:
+    text = generate_latest(gateway.background.gateway.metrics.registry).decode()
+    found: dict[str, dict[tuple[str, str], float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith("quotagate_shadow"):
+                key = (sample.labels.get("user", ""), sample.labels.get("client_id", ""))
+                found.setdefault(sample.name, {})[key] = sample.value
+    return found
+
+
+def _wire_rate(rows: list[dict[str, Any]], start: float, end: float) -> float:
+    sent = sum(
+        r["request_bytes"]
+        for r in rows
+        if r["client_id"] == CLIENT
+        and r["api_key"] == api_keys.PRODUCE
+        and start <= r["ts_ms"] / 1000 < end
+    )
+    return sent / (end - start)
+
+
+def _cli(*args: str) -> str:
+    result = runner.invoke(app, ["quotas", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_a_shadow_quota_is_watched_live_replays_alike_and_promotes(
+    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path
+) -> None:
+    usage = tmp_path / "usage"
+    gateway = start_quota_gateway(quota_tansu.bootstrap, quotas=WINDOWS, usage={"path": str(usage)})
+    bootstrap = gateway.bootstrap
+    topic = f"shadow-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    entity = ["-b", bootstrap, "--entity-type", "clients", "--entity-name", CLIENT]
+    producer = _PacedProducer(bootstrap, topic)
+    producer.start()
+    try:
+        started = time.time()
+        time.sleep(BASELINE_S)
+        baseline_end = time.time()
+        _cli("alter", *entity, "--shadow", "--add-config", f"producer_byte_rate={QUOTA}")
+        shadow_from = time.time()
+        described = _cli("describe", *entity)
+        assert f"shadow.producer_byte_rate={QUOTA}" in described
+
+        # Within two quota windows the metrics show the producer would be throttled half
+        # the time (a share of 1 - quota / rate).
+        ratio = 0.0
+        deadline = shadow_from + 2 * WINDOW_SPAN_S + 1.5  # a snapshot is taken every second
+        while time.time() < deadline:
+            ratio = (
+                _metrics(gateway)
+                .get("quotagate_shadow_would_throttle_ratio", {})
+                .get(("", CLIENT), 0.0)
+            )
+            if 0.42 <= ratio <= 0.58:
+                break
+            time.sleep(0.2)
+        assert 0.42 <= ratio <= 0.58, ratio
+        time.sleep(max(0.0, shadow_from + SHADOW_S - time.time()))
+        metrics = _metrics(gateway)
+        assert metrics["quotagate_shadow_would_throttle_seconds_total"][("", CLIENT)] > 1.0
+        assert metrics["quotagate_shadow_would_throttle_requests_total"][("", CLIENT)] > 10
+        assert metrics["quotagate_shadow_produce_quota"][("", CLIENT)] == QUOTA
+        shadow_end = time.time()
+
+        output = _cli("promote", *entity)
+        assert f"producer_byte_rate -> {QUOTA}" in output
+        promoted_from = time.time()
+        assert "shadow." not in _cli("describe", *entity)
+        time.sleep(PROMOTED_S)
+    finally:
+        producer.stop.set()
+        producer.join(60)
+    gateway.stop()  # flushes the usage events
+    rows = usage_rows(usage)
+    produced = [r for r in rows if r["client_id"] == CLIENT and r["api_key"] == api_keys.PRODUCE]
+
+    # Nothing the client saw changed while the quota was a shadow: the same throughput, no
+    # throttle; but the events carry what would have been.
+    shadowed = [r for r in produced if shadow_from + 1 <= r["ts_ms"] / 1000 < shadow_end]
+    assert shadowed and all(r["throttle_ms"] == 0 for r in shadowed)
+    assert sum(r["shadow_throttle_ms"] > 0 for r in shadowed) > len(shadowed) / 2
+    baseline = _wire_rate(rows, started + 1, baseline_end)
+    during = _wire_rate(rows, shadow_from + 1, shadow_end)
+    assert 0.95 <= during / baseline <= 1.05, (during, baseline)
+    assert all(
+        r["shadow_throttle_ms"] is None for r in produced if r["ts_ms"] / 1000 < shadow_from - 1
+    )
+
+    # Promoted, the quota holds the producer to it (the last windows, once the burst the
+    # windows let through has passed).
+    throttled = [r for r in produced if r["ts_ms"] / 1000 >= promoted_from]
+    assert any(r["throttle_ms"] > 0 and r["throttle_cause"] == "produce" for r in throttled)
+    late = _wire_rate(rows, promoted_from + 3, promoted_from + PROMOTED_S)
+    assert 0.8 * QUOTA <= late <= 1.2 * QUOTA, (late, QUOTA)
+    assert producer.errors == []
+
+    # The replay of the events the shadow decided, with the shadow value as the candidate,
+    # predicts every would-be throttle: one engine, one decision.
+    decided = pd.DataFrame([r for r in rows if r["shadow_throttle_ms"] is not None])
+    candidate = (
+        f'[[quota]]\n"client-id" = "{CLIENT}"\nproducer_byte_rate = {QUOTA}\n'
+        '[gateway]\n"quota.window.num" = 2\n'
+    )
+    replayed = replay_frame(decided, candidate, closed_loop=False)
+    agree = (replayed["predicted_throttle_ms"] == replayed["shadow_throttle_ms"]).mean()
+    assert len(replayed) > 100 and agree >= 0.999, (agree, len(replayed))
