@@ -17,7 +17,9 @@ DEFAULT_RECONNECT_BACKOFF_MAX_MS: Final = 1000
 Connector = Callable[
     [HostPort, float], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]
 ]
-"""``(address, timeout_s) -> streams``: how to reach a broker (TLS, SASL), when not plain TCP."""
+"""``(address, timeout_s) -> streams``: how to reach a broker (TLS, SASL), when not plain TCP.
+Raises ``OSError`` when the broker cannot be reached (retried) and
+:class:`quotagate.client.errors.AuthenticationError` when it refuses the login (not retried)."""
 
 
 def parse_bootstrap(servers: str) -> tuple[HostPort, ...]:

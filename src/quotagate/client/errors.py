@@ -87,6 +87,16 @@ class ConnectError(NetworkError):
     """No connection could be set up; nothing was sent, so the call has not been tried."""
 
 
+class AuthenticationError(KafkaError):
+    """The broker refused the client's login (a wrong SASL password, say); not retriable,
+    as Java's ``SaslAuthenticationException``: the same credentials would be refused again,
+    so a call fails at once rather than retrying until its timeout. A
+    :data:`quotagate.client.config.Connector` raises it for a refused login."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.SASL_AUTHENTICATION_FAILED, message)
+
+
 class RequestTimeoutError(KafkaError):
     """No response within ``request.timeout.ms`` (throttled time not counted); retriable."""
 

@@ -24,6 +24,7 @@ from quotagate.client.clock import Clock
 from quotagate.client.config import AdminConfig
 from quotagate.client.connection import BrokerConnection
 from quotagate.client.errors import (
+    AuthenticationError,
     ConnectError,
     KafkaError,
     KafkaTimeoutError,
@@ -158,8 +159,8 @@ class NetworkClient:
             state.last_error = exc.message
             self._events.connect_failed(node.node_id, self._clock(), state.reconnect.backoff_ms)
             log.debug("connect to node %d failed: %s", node.node_id, exc)
-            if isinstance(exc, ConnectError):
-                raise
+            if isinstance(exc, ConnectError | AuthenticationError):
+                raise  # a refused login fails the call: it is not retried
             raise ConnectError(f"setting up node {node.node_id} failed: {exc}") from exc
         except BaseException:
             # Cancelled mid-negotiation: the connection is nobody's yet, so close it here.

@@ -9,6 +9,7 @@ username and password, as Kafka's tools write it.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from functools import partial
 from pathlib import Path
@@ -17,13 +18,16 @@ from typing import Annotated, Final
 import typer
 
 from quotagate.client.config import AdminConfig, parse_bootstrap
+from quotagate.client.errors import AuthenticationError
 from quotagate.gateway import (
     SECURITY_KEYS,
+    UpstreamAuthenticationError,
     UpstreamSecurity,
     UpstreamSecurityError,
     open_streams,
     parse_upstream_security,
 )
+from quotagate.protocol.host_port import HostPort
 
 _JAAS_OPTION = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _JAAS: Final = "sasl.jaas.config"
@@ -90,7 +94,18 @@ def admin_config(bootstrap_server: str, command_config: Path | None) -> AdminCon
         raise typer.BadParameter(
             f"{command_config}: {exc}", param_hint="--command-config"
         ) from None
-    return AdminConfig(bootstrap, connector=partial(open_streams, security))
+    return AdminConfig(bootstrap, connector=partial(_open_streams, security))
+
+
+async def _open_streams(
+    security: UpstreamSecurity, address: HostPort, timeout_s: float
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """``open_streams``, with a refused login as the client's :class:`AuthenticationError`:
+    a wrong password fails the command at once instead of being retried to --timeout-ms."""
+    try:
+        return await open_streams(security, address, timeout_s)
+    except UpstreamAuthenticationError as exc:
+        raise AuthenticationError(f"login refused by {address}: {exc}") from None
 
 
 COMMAND_CONFIG_HELP: Final = (

@@ -20,24 +20,25 @@ USAGE: Final = 2
 ``apply --check`` returns when the live quotas differ from the file."""
 REFUSED: Final = 3
 """The gateway answered with an error: an AlterClientQuotas entry refused (an unknown key, a
-fractional rate, CLUSTER_AUTHORIZATION_FAILED for a principal that is no super user)."""
+fractional rate, CLUSTER_AUTHORIZATION_FAILED for a principal that is no super user), or the
+SASL login refused (wrong credentials in --command-config)."""
 UNREACHABLE: Final = 4
-"""No answer: the connection failed, the SASL/TLS login failed or the call timed out."""
+"""No answer: the connection failed, the TLS handshake failed or the call timed out."""
 
 HELP: Final = (
     "Exit codes: 0 done; 2 usage error (fix the arguments or the file), or drift found by "
     "apply --check; 3 refused by the "
-    "gateway (an entry error such as an unknown key or no authorization); 4 gateway "
-    "unreachable (connection, login or timeout)."
+    "gateway (an entry error such as an unknown key or no authorization, or a refused SASL "
+    "login); 4 gateway unreachable (connection, TLS or timeout)."
 )
 
 
 def exit_for(error: KafkaError) -> typer.Exit:
     """The exit for an error raised by an admin call (not one reported per entity)."""
-    unreachable = isinstance(error, NetworkError | RequestTimeoutError) or error.code in (
-        # A call that ran out of time, a login the gateway refused: either way no answer
-        # about the quotas themselves came back.
-        ErrorCode.REQUEST_TIMED_OUT,
-        ErrorCode.SASL_AUTHENTICATION_FAILED,
+    # A call that ran out of time: no answer about the quotas came back. A refused login
+    # is a refusal (3): the gateway answered, and retrying the same credentials cannot pass.
+    unreachable = (
+        isinstance(error, NetworkError | RequestTimeoutError)
+        or error.code == ErrorCode.REQUEST_TIMED_OUT
     )
     return typer.Exit(UNREACHABLE if unreachable else REFUSED)

@@ -18,7 +18,7 @@ from typing import Annotated, Final
 import typer
 
 from quotagate.client.config import AdminConfig
-from quotagate.client.errors import KafkaError
+from quotagate.client.errors import AuthenticationError, KafkaError
 from quotagate.client.quotas import ClientQuotaAlteration, ClientQuotaEntity
 from quotagate.client.sync import SyncAdminClient
 from quotagate.commands import exit_codes
@@ -128,6 +128,12 @@ def _fail(error: KafkaError) -> typer.Exit:
         typer.echo(
             "hint: check --bootstrap-server (a listener of the gateway), --command-config "
             "(security.protocol and credentials as that listener wants them) and --timeout-ms",
+            err=True,
+        )
+    elif isinstance(error, AuthenticationError):
+        typer.echo(
+            "hint: the gateway refused the login: check the username, password and "
+            "sasl.mechanism in --command-config",
             err=True,
         )
     return exit_

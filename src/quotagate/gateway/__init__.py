@@ -41,6 +41,7 @@ from quotagate.gateway.stage import (
     modelled_request,
     refuse_unmodelled,
 )
+from quotagate.gateway.upstream_sasl import UpstreamAuthenticationError
 from quotagate.gateway.upstream_security import (
     SECURITY_KEYS,
     UpstreamSecurity,
@@ -71,6 +72,7 @@ __all__ = [
     "StageChain",
     "StateKey",
     "TansuBroker",
+    "UpstreamAuthenticationError",
     "UpstreamSecurity",
     "UpstreamSecurityError",
     "build_request",
