@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from quotagate.fleet.exchange import Clock, FleetExchange, ReportLog
 from quotagate.fleet.local_hub import HUB_ENV
@@ -18,7 +18,7 @@ from quotagate.fleet.settings import FleetSettings
 from quotagate.gateway import GatewayConfig
 from quotagate.quota import QuotaManagers, TopicBytesInQuota
 from quotagate.quota.fleet_ledger import FleetLedger, PeerState
-from quotagate.quota.fleet_shares import shared_quotas
+from quotagate.quota.fleet_shares import SharedQuota, shared_quotas
 
 ReportLogFactory = Callable[[FleetSettings, str], ReportLog]
 """(settings, member id) → the log the exchange appends to and follows."""
@@ -63,12 +63,14 @@ class FleetLink:
         window_span_ms: int,
         reports: ReportLog,
         clock: Clock,
+        more_shares: Sequence[SharedQuota] = (),
     ) -> None:
+        """``more_shares``: further quotas the fleet shares (the shadow set's)."""
         self.settings = settings
         self.ledger = FleetLedger(
             member,
             new_incarnation(),
-            shared_quotas(managers, topics),
+            (*shared_quotas(managers, topics), *more_shares),
             silence_ms=settings.silence_ms,
             # A silent peer's usage has left every quota window after this long.
             forget_ms=max(window_span_ms, settings.silence_ms + 1),

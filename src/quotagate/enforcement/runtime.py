@@ -137,6 +137,8 @@ class QuotaRuntime:
             window_span_ms,
             report_log(fleet, member),
             self.fleet_now_ms,
+            # The shadow set is fleet-wide too: a client spread over workers is measured whole.
+            self.shadow.fleet_shares(),
         )
 
     @property

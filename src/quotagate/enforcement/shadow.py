@@ -33,7 +33,15 @@ from quotagate.quota import (
     admit,
     decide,
 )
+from quotagate.quota.fleet_shares import (
+    CONTROLLER_MUTATION,
+    FETCH,
+    PRODUCE,
+    ClientQuotaShare,
+    SharedQuota,
+)
 from quotagate.quota.java import UNBOUNDED
+from quotagate.quota.shadow_keys import shadow_key
 
 SeriesPoints = list[tuple[list[str], float]]
 
@@ -108,6 +116,16 @@ class ShadowQuotas:
             _bump(self._refused_mutations, key, refused)
             _bump(self._refused_requests, key, 1)
         return throttle_ms
+
+    def fleet_shares(self) -> tuple[SharedQuota, ...]:
+        """The shadow quotas a fleet shares, as the live ones (kinds ``shadow.<kind>``, which
+        a worker without them ignores); request time stays per worker, as the live one does."""
+        managers = self.managers
+        return (
+            ClientQuotaShare(shadow_key(PRODUCE), managers.produce),
+            ClientQuotaShare(shadow_key(FETCH), managers.fetch),
+            ClientQuotaShare(shadow_key(CONTROLLER_MUTATION), managers.controller),
+        )
 
     def tick(self, now_ms: int) -> None:
         self.managers.tick(now_ms)

@@ -60,6 +60,10 @@ class Row:
     source: str = NO_SOURCE
     throttled_fraction: float | None = None
     """Share of the last window its connections spent throttled, once two scrapes exist."""
+    shadow_quota: float | None = None
+    """The key's shadow quota of this type (docs/quotas.md, Shadow quotas), if one is set."""
+    shadow_ratio: float | None = None
+    """Share of its time the key would spend throttled were its shadow quotas live."""
 
     @property
     def key(self) -> RowKey:
@@ -187,6 +191,9 @@ def _take_fleet(fleet: FleetHealth, name: str, labels: Mapping[str, str], value:
 def _take(rows: dict[RowKey, Row], name: str, labels: Mapping[str, str], value: float) -> None:
     if not name.startswith("quotagate_") or "client_id" not in labels:
         return
+    if name.startswith(_SHADOW):
+        _take_shadow(rows, name.removeprefix(_SHADOW), labels, value)
+        return
     group, _, series = name.removeprefix("quotagate_").partition("_")
     kind = _BY_GROUP.get(group)
     if kind is None:
@@ -211,6 +218,34 @@ def _take(rows: dict[RowKey, Row], name: str, labels: Mapping[str, str], value: 
         row.connections += int(value)
     elif series == "quota_source" and value:
         row.source = labels.get("source", NO_SOURCE)
+
+
+_SHADOW: Final = "quotagate_shadow_"
+
+
+def _take_shadow(
+    rows: dict[RowKey, Row], series: str, labels: Mapping[str, str], value: float
+) -> None:
+    """``shadow_<group>_quota`` makes a row (a key may have a shadow quota and no live one);
+    ``shadow_would_throttle_ratio`` is per key, shown on each of its rows with a shadow quota.
+    Every worker sees the same shadow values and ratios of a key: the largest is taken."""
+    user, client_id = labels.get("user", ""), labels["client_id"]
+    if series == "would_throttle_ratio":
+        for row in rows.values():
+            if (row.user, row.client_id) == (desanitize_user(user), client_id) and (
+                row.shadow_quota is not None
+            ):
+                row.shadow_ratio = max(row.shadow_ratio or 0.0, value)
+        return
+    group, _, rest = series.partition("_")
+    kind = _BY_GROUP.get(group)
+    if kind is None or rest != "quota" or value >= UNBOUNDED_FROM:
+        return
+    key = (group, user, client_id)
+    shadowed = rows.get(key)
+    if shadowed is None:
+        shadowed = rows[key] = Row(kind, desanitize_user(user), client_id)
+    shadowed.shadow_quota = max(shadowed.shadow_quota or 0.0, value)
 
 
 class ThrottleHistory:

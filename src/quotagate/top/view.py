@@ -36,6 +36,18 @@ def usage_bar(row: Row, width: int = BAR_WIDTH) -> Text:
     return bar + Text(f" {percent:>5} ", style=f"bold {style}") + Text(figures)
 
 
+def shadow_text(row: Row) -> Text:
+    """The shadow quota and the share of time it would throttle the key, e.g. ``51% of
+    200k B/s``; "–" for a key with no shadow quota of this type."""
+    if row.shadow_quota is None:
+        return Text("–", style="dim")
+    share = row.shadow_ratio or 0.0
+    style = "red" if share >= 0.1 else "yellow" if share > 0 else "green"
+    return Text(f"{share * 100:.0f}%", style=f"bold {style}") + Text(
+        f" of {_si(row.shadow_quota)} {row.kind.unit}"
+    )
+
+
 def state_text(row: Row) -> Text:
     words = []
     if row.over_quota:
@@ -63,8 +75,12 @@ def render(
     table.add_column("conns", justify="right")
     table.add_column("quota source")
     table.add_column("state", no_wrap=True)
+    # Only while some key has a shadow quota: what it would throttle (docs/quotas.md).
+    shadowed = any(row.shadow_quota is not None for row in rows)
+    if shadowed:
+        table.add_column("shadow: would throttle", no_wrap=True)
     for row in rows:
-        table.add_row(
+        cells: list[RenderableType] = [
             row.kind.label,
             row.entity,
             usage_bar(row),
@@ -73,7 +89,10 @@ def render(
             str(row.connections),
             _source_text(row),
             state_text(row),
-        )
+        ]
+        if shadowed:
+            cells.append(shadow_text(row))
+        table.add_row(*cells)
     parts: list[RenderableType] = [header]
     if snapshot.fleet.workers:
         parts.append(fleet_text(snapshot.fleet))
