@@ -2,7 +2,8 @@
 
 On arrival the request is admitted by the engine (:func:`quotagate.quota.admit`: its size,
 Kafka's ``request.sizeInBytes``, on the produce quota), and each topic's record bytes are
-checked against the thresholds, which are the gateway's own. In
+checked against the thresholds, which are the gateway's own
+(:class:`~quotagate.enforcement.topic_admission.TopicAdmission`). In
 ``reject`` mode the refused topics are cut out of the request and answered by the gateway
 with a retriable error (:data:`REFUSAL_ERROR`), the rest is forwarded, and the two halves are
 merged into one response. A throttled produce stops the connection from being read at once,
@@ -21,31 +22,25 @@ bytes and their answers appended to the upstream's response by hand
 from __future__ import annotations
 
 import dataclasses
-import logging
 from typing import Any, ClassVar, Final
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from quotagate.enforcement.runtime import QuotaRuntime
-from quotagate.enforcement.ticket import QuotaTicket
 from quotagate.gateway import Exchange, Stage, StateKey, refuse_unmodelled
-from quotagate.logs import kv
 from quotagate.protocol import api_keys, api_table, removed_versions
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
-from quotagate.quota import TopicBytesInQuota, admit
-
-log = logging.getLogger(__name__)
+from quotagate.quota import admit
 
 REFUSAL_ERROR: Final = ErrorCode.NOT_ENOUGH_REPLICAS
 """Why NOT_ENOUGH_REPLICAS (19): it is retriable in librdkafka (retried, and known not to be
 persisted, so safe with idempotence), in kafka-python and in aiokafka (``retriable = True``),
 and none of them treats it as fatal or refreshes metadata for it. THROTTLING_QUOTA_EXCEEDED
-(89) is not retried on produce by librdkafka. tests/quotas/test_topic_thresholds.py proves
+(89) is not retried on produce by librdkafka. tests/enforcement/test_topic_thresholds.py proves
 the retries with all three clients."""
 REFUSAL_MESSAGE: Final = "quotagate: topic bytes-in over its threshold, retry later"
-_REFUSAL_LOG_INTERVAL_MS: Final = 1000
 
 
 class ProduceQuotaStage(Stage):
@@ -54,16 +49,19 @@ class ProduceQuotaStage(Stage):
     response_keys: ClassVar[frozenset[int] | None] = frozenset({api_keys.PRODUCE})
 
     def __init__(self, runtime: QuotaRuntime) -> None:
-        self.runtime = runtime
-        self._refusal_log: dict[str, tuple[int, int]] = {}
+        # Only the parts it uses: the request's ticket, the quota managers, the topic
+        # thresholds and the KIP-219 step (an acks=0 request is finished here).
+        self._ticket = runtime.ticket
+        self._managers = runtime.managers
+        self._topics = runtime.topic_admission
+        self._throttle = runtime.response_throttle
 
     def on_request(self, exchange: Exchange) -> None:
-        runtime = self.runtime
-        ticket = runtime.ticket(exchange)
+        ticket = self._ticket(exchange)
         header = exchange.header
         applies = (
-            runtime.managers.produce.quota_applies(ticket.user, ticket.client_id)
-            or runtime.topic_quota.total_threshold is not None
+            self._managers.produce.quota_applies(ticket.user, ticket.client_id)
+            or self._topics.applies
         )
         if refuse_unmodelled(exchange, applies) or header.body_offset < 0:
             return  # closed, or a version newer than the gateway knows, unbounded: forwarded
@@ -71,8 +69,11 @@ class ProduceQuotaStage(Stage):
         ticket.acks = exchange.acks
         charging = ticket.charging(header.api_key, header.api_version)
         facts = ticket.facts(charging, header.api_key, header.api_version)
-        ticket.admission = admit(runtime.managers, facts)
-        refused = self._check_thresholds(ticket, exchange)
+        ticket.admission = admit(self._managers, facts)
+        refused, wait_ms = self._topics.check(
+            ticket.topics, ticket.now_ms, ticket.client_id, exchange.principal
+        )
+        ticket.topic_bytes_in_ms = max(ticket.topic_bytes_in_ms, wait_ms)
         if ticket.produce_ms > 0 or ticket.topic_bytes_in_ms > 0:
             exchange.hold_reading()
         if refused:
@@ -83,7 +84,7 @@ class ProduceQuotaStage(Stage):
             self._cut(exchange, refused)
             return
         if ticket.acks == 0:
-            runtime.response_throttle.finish(exchange, ticket)
+            self._throttle.finish(exchange, ticket)
 
     def on_response(self, exchange: Exchange) -> None:
         removed = exchange.get(_REMOVED_REFUSED_KEY)
@@ -101,61 +102,6 @@ class ProduceQuotaStage(Stage):
                 response, responses=(*response.responses, *self._refused_results(exchange))
             )
             exchange.replace_response(merged)
-
-    # -- thresholds ------------------------------------------------------------------------
-
-    def _check_thresholds(self, ticket: QuotaTicket, exchange: Exchange) -> set[str]:
-        quota = self.runtime.topic_quota
-        now = ticket.now_ms
-        if quota.total_threshold is None:
-            for topic, size in ticket.topics:
-                quota.record_accepted(topic, size, now)
-            return set()
-        refused: set[str] = set()
-        throttle_mode = self.runtime.topic_throttle_mode
-        for topic, size in ticket.topics:
-            refusal = quota.check(topic, now)
-            if refusal is None:
-                quota.record_accepted(topic, size, now)
-                continue
-            if throttle_mode:
-                # Throttled until the rates have decayed enough to admit the topic again.
-                wait = quota.throttle_ms(topic, now)
-            else:
-                # Refused: retrying before the meters tick again cannot succeed, and a longer
-                # mute would also hold back the connection's other topics, which must flow.
-                wait = _next_tick_ms(quota, topic, now)
-            ticket.topic_bytes_in_ms = max(ticket.topic_bytes_in_ms, wait)
-            if throttle_mode:
-                quota.record_accepted(topic, size, now)
-                quota.record_throttled(size, now)
-            else:
-                quota.record_error(size, now)
-                refused.add(topic)
-                self.runtime.topic_refusals += 1
-            self._log_refusal(str(refusal), topic, now, exchange, throttle_mode)
-        return refused
-
-    def _log_refusal(
-        self, reason: str, topic: str, now: int, exchange: Exchange, throttled: bool
-    ) -> None:
-        # Every refusal is counted; the log line is written at most once a second per topic
-        # with the number of refusals since the last one, so a hot topic cannot flood the log.
-        last_ms, count = self._refusal_log.get(topic, (0, 0))
-        count += 1
-        if now - last_ms < _REFUSAL_LOG_INTERVAL_MS:
-            self._refusal_log[topic] = (last_ms, count)
-            return
-        self._refusal_log[topic] = (now, 0)
-        log.info(
-            kv(
-                "topic_bytes_in_throttled" if throttled else "topic_bytes_in_refused",
-                reason=reason,
-                refusals=count,
-                client=exchange.header.client_id,
-                principal=exchange.principal,
-            )
-        )
 
     # -- partial answers -------------------------------------------------------------------
 
@@ -230,11 +176,6 @@ _REFUSED_KEY: Final = StateKey[list[Any]]("produce.refused")
 _REMOVED_REFUSED_KEY: Final = StateKey[list[removed_versions.ProduceTopic]](
     "produce.removed_refused"
 )
-
-
-def _next_tick_ms(quota: TopicBytesInQuota, topic: str, now: int) -> int:
-    meters = [quota.total_meter, quota.topic_meters.get(topic)]
-    return max(min(m.ticked_by_ms(1) - now for m in meters if m is not None), 1)
 
 
 def _topic_name(topic: Any) -> str:

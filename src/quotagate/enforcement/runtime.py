@@ -25,6 +25,7 @@ from quotagate.enforcement.stamps import ConnectionStamps
 from quotagate.enforcement.store_sync import QuotaStoreSync
 from quotagate.enforcement.throttle import ResponseThrottle
 from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
+from quotagate.enforcement.topic_admission import TopicAdmission
 from quotagate.enforcement.upstream_facts import UpstreamFacts, refresh_forever
 from quotagate.fleet.settings import FleetSettings
 from quotagate.gateway import (
@@ -68,12 +69,13 @@ class QuotaRuntime:
             settings.controller_window_num,
             settings.controller_window_size_s,
         )
-        self._topic_quota = TopicBytesInQuota(settings.total_bytes_in_threshold, _wall_ms())
-        self.topic_throttle_mode = settings.topic_bytes_in_mode == THROTTLE
+        self.topic_admission = TopicAdmission(
+            TopicBytesInQuota(settings.total_bytes_in_threshold, _wall_ms()),
+            settings.topic_bytes_in_mode == THROTTLE,
+        )
         self.facts = UpstreamFacts(settings.num_partitions)
         self.last_now_ms = 0
         """The latest ``now_ms`` any decision used (it may run ahead of the wall clock)."""
-        self.topic_refusals = 0
         self.snapshot: dict[str, Any] = {}
         """Metric values for the Prometheus collector, swapped whole every housekeeping tick."""
         self.stamps = ConnectionStamps()
@@ -92,7 +94,7 @@ class QuotaRuntime:
         """The shadow set (docs/quotas.md); the throttle stage holds it only while active."""
         self.shadow.on_active = self.response_throttle.set_shadow
         self.store_sync = QuotaStoreSync(
-            settings, self.managers, self._topic_quota, store, self.shadow
+            settings, self.managers, self.topic_quota, store, self.shadow
         )
 
     @classmethod
@@ -156,14 +158,18 @@ class QuotaRuntime:
 
     @property
     def topic_quota(self) -> TopicBytesInQuota:
-        return self._topic_quota
+        return self.topic_admission.quota
 
     @topic_quota.setter
     def topic_quota(self, quota: TopicBytesInQuota) -> None:
         # Replaced whole only before start (tests build one with a history); the store sync
         # applies thresholds to the same object.
-        self._topic_quota = quota
+        self.topic_admission.quota = quota
         self.store_sync.topic_quota = quota
+
+    @property
+    def topic_refusals(self) -> int:
+        return self.topic_admission.refusals
 
     def fleet_now_ms(self) -> int:
         """Peers' usage is recorded at this worker's decision time, never behind it."""
