@@ -122,7 +122,7 @@ def validate_value(entity: Entity, key: str, value: float) -> None:
     """Check one quota value for an entity, with KRaft's messages."""
     allowed = IP_QUOTA_KEYS if IP in entity else CLIENT_QUOTA_KEYS
     # A shadow key is checked as the key it stands for; ip quotas have no shadow.
-    base = live_key(key)
+    base = live_key(key) if key else key  # Kafka answers a null key too
     quota_key = QUOTA_KEYS.get(base)
     if quota_key is None or base not in allowed or (base != key and IP in entity):
         raise QuotaConfigError(f"Invalid configuration key {key}")
