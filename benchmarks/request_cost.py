@@ -21,7 +21,10 @@ and per mode:
 * ``off``: the quota plug-in with nothing configured;
 * ``on``: produce, fetch, request and mutation quotas for every client (a default client-id
   entity), far above what the run reaches, as a production gateway has them;
-* ``on+usage``: ``on`` and usage events written to Parquet in a temporary directory.
+* ``on+usage``: ``on`` and usage events written to Parquet in a temporary directory;
+* ``on+shadow``: ``on`` and one shadow quota (``shadow.producer_byte_rate`` of every client):
+  every request is decided a second time, on the shadow set (docs/quotas.md);
+* ``on+shadows``: ``on`` and the four shadow quotas of every client, the shadow set's worst.
 
 Each repeat sends ``--requests`` requests one after the other on one connection (each
 answered before the next is read) and reports CPU time per request, best of ``--repeats``:
@@ -60,13 +63,15 @@ from quotagate.gateway.embedded import LOOPBACK, free_port
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.host_port import HostPort
 from quotagate.protocol.kio_nested import build, nested
+from quotagate.quota.shadow_keys import shadow_key
+from quotagate.store.quotas import Change
 
 CLIENT_ID = "bench-client"
 CORRELATION_ID = 7
 PRODUCE_FRAME_BYTES = 215
 NODE_ID = 111
 NO_ERROR = ErrorCode(0)
-MODES = ("bare", "off", "on", "on+usage")
+MODES = ("bare", "off", "on", "on+usage", "on+shadow", "on+shadows")
 
 
 class _NullTransport(asyncio.Transport):
@@ -337,9 +342,18 @@ class Bench:
         if mode != "bare":
             usage = UsageSettings(path=usage_dir) if mode == "on+usage" else UsageSettings()
             self.runtime = QuotaRuntime(QuotaSettings(usage=usage))
-            if mode in ("on", "on+usage"):
+            if mode != "off":
                 self.runtime.alter_client_quotas(
                     every_client_quotas(), "benchmark", "benchmarks/request_cost.py"
+                )
+            shadows = [
+                Change(c.entity, shadow_key(c.key), c.value) for c in every_client_quotas()
+            ]
+            if mode in ("on+shadow", "on+shadows"):
+                self.runtime.alter_client_quotas(
+                    shadows[:1] if mode == "on+shadow" else shadows,
+                    "benchmark",
+                    "benchmarks/request_cost.py",
                 )
             plugins.append(QuotaEnforcement(self.runtime))
         self.gateway = Gateway(config, plugins=plugins)
