@@ -11,7 +11,6 @@ candidate (one engine, one decision); ``quotas promote`` then throttles the prod
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -19,7 +18,6 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -29,59 +27,20 @@ from quotagate.cli import app
 from quotagate.pipeline.replay_core import replay_frame
 from quotagate.protocol import api_keys
 from support.greedy import usage_rows
+from support.paced import VALUE, PacedProducer, wire_rate
 
 pytestmark = pytest.mark.integration
 
 CLIENT = "shadowed"
-VALUE = b"s" * 4000
 RECORDS_PER_S = 100  # ~400 kB/s of payload
 QUOTA = RECORDS_PER_S * len(VALUE) // 2  # half of it (the wire adds ~2 %)
 WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1, "super.users": ["User:ANONYMOUS"]}
 WINDOW_SPAN_S = 2.0
 BASELINE_S = 5.0
 SHADOW_S = 7.0
-PROMOTED_S = 7.0
+PROMOTED_S = 8.0
 
 runner = CliRunner()
-
-
-class _PacedProducer(threading.Thread):
-    """Produces RECORDS_PER_S records a second, on schedule, until stopped."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__()
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.stop = threading.Event()
-        self.errors: list[str] = []
-
-    def run(self) -> None:
-        producer = Producer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "client.id": CLIENT,
-                "linger.ms": 5,
-                "batch.size": 16384,
-                "queue.buffering.max.messages": 2000,
-            }
-        )
-
-        def delivered(error: Any, _message: Any) -> None:
-            if error is not None:
-                self.errors.append(str(error))
-
-        start = time.monotonic()
-        sent = 0
-        while not self.stop.is_set():
-            due = int((time.monotonic() - start) * RECORDS_PER_S)
-            while sent < due:
-                try:
-                    producer.produce(self.topic, VALUE, on_delivery=delivered)
-                except BufferError:
-                    break  # throttled: the schedule runs ahead, the queue stays bounded
-                sent += 1
-            producer.poll(0.005)
-        producer.flush(30)
 
 
 def _metrics(gateway: Any) -> dict[str, dict[tuple[str, str], float]]:
@@ -93,17 +52,6 @@ def _metrics(gateway: Any) -> dict[str, dict[tuple[str, str], float]]:
                 key = (sample.labels.get("user", ""), sample.labels.get("client_id", ""))
                 found.setdefault(sample.name, {})[key] = sample.value
     return found
-
-
-def _wire_rate(rows: list[dict[str, Any]], start: float, end: float) -> float:
-    sent = sum(
-        r["request_bytes"]
-        for r in rows
-        if r["client_id"] == CLIENT
-        and r["api_key"] == api_keys.PRODUCE
-        and start <= r["ts_ms"] / 1000 < end
-    )
-    return sent / (end - start)
 
 
 def _cli(*args: str) -> str:
@@ -123,7 +71,7 @@ def test_a_shadow_quota_is_watched_live_replays_alike_and_promotes(
     for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
         future.result(30)
     entity = ["-b", bootstrap, "--entity-type", "clients", "--entity-name", CLIENT]
-    producer = _PacedProducer(bootstrap, topic)
+    producer = PacedProducer(bootstrap, topic, CLIENT, RECORDS_PER_S)
     producer.start()
     try:
         started = time.time()
@@ -172,8 +120,8 @@ def test_a_shadow_quota_is_watched_live_replays_alike_and_promotes(
     shadowed = [r for r in produced if shadow_from + 1 <= r["ts_ms"] / 1000 < shadow_end]
     assert shadowed and all(r["throttle_ms"] == 0 for r in shadowed)
     assert sum(r["shadow_throttle_ms"] > 0 for r in shadowed) > len(shadowed) / 2
-    baseline = _wire_rate(rows, started + 1, baseline_end)
-    during = _wire_rate(rows, shadow_from + 1, shadow_end)
+    baseline = wire_rate(rows, CLIENT, started + 1, baseline_end)
+    during = wire_rate(rows, CLIENT, shadow_from + 1, shadow_end)
     assert 0.95 <= during / baseline <= 1.05, (during, baseline)
     assert all(
         r["shadow_throttle_ms"] is None for r in produced if r["ts_ms"] / 1000 < shadow_from - 1
@@ -183,7 +131,7 @@ def test_a_shadow_quota_is_watched_live_replays_alike_and_promotes(
     # windows let through has passed).
     throttled = [r for r in produced if r["ts_ms"] / 1000 >= promoted_from]
     assert any(r["throttle_ms"] > 0 and r["throttle_cause"] == "produce" for r in throttled)
-    late = _wire_rate(rows, promoted_from + 3, promoted_from + PROMOTED_S)
+    late = wire_rate(rows, CLIENT, promoted_from + 4, promoted_from + PROMOTED_S)
     assert 0.8 * QUOTA <= late <= 1.2 * QUOTA, (late, QUOTA)
     assert producer.errors == []
 
