@@ -91,6 +91,20 @@ def test_bad_usage_tables_get_one_readable_sentence(tmp_path: Path, events_dir: 
     assert "column 'api_key' has type int64, expected int16" in str(error.value)
 
 
+def test_events_written_before_the_shadow_column_still_read(
+    spark: SparkSession, tmp_path: Path, events_dir: Path
+) -> None:
+    """``shadow_throttle_ms`` came later: a table without it is read with it null."""
+    events = ds.dataset(str(events_dir), format="parquet", partitioning="hive").head(10)
+    (tmp_path / "old").mkdir()
+    old = events.drop_columns(["date", "hour", "shadow_throttle_ms"])
+    pq.write_table(old, tmp_path / "old" / "part.parquet")
+    check_usage_dataset(tmp_path / "old")
+    frame = read_usage(spark, tmp_path / "old").toPandas()
+    assert list(frame.columns) == list(USAGE_COLUMNS)
+    assert frame["shadow_throttle_ms"].isna().all() and len(frame) == 10
+
+
 def test_sharing_keys_and_groups_come_from_the_engine() -> None:
     quota_file = load_quota_file(CANDIDATE_QUOTAS)
     pairs = [("User:a", "c1"), ("User:b", "c1"), ("User:c", "c2"), ("User:svc-001", "x")]
