@@ -2,15 +2,19 @@
 
 A real confluent-kafka producer sends at a steady rate through a real gateway (paced by the
 test, so that its throughput is a fact of the run, not of the machine's load). A shadow
-``producer_byte_rate`` at half that rate, set through ``quotagate quotas alter --shadow``,
-must show a would-throttle share of about 50 % in the metrics within two quota windows while
-the producer's throughput stays what it was before; the usage events' ``shadow_throttle_ms``
-must be what the pipeline's replay of the same events predicts with the shadow value as the
-candidate (one engine, one decision); ``quotas promote`` then throttles the producer to it.
+``producer_byte_rate`` at half that rate, set through AlterClientQuotas (``shadow.<key>``, the
+request ``quotas alter --shadow`` sends), must show a would-throttle share of about 50 % in the
+metrics within two quota windows while the producer's throughput stays what it was before; a
+Metadata loop under a shadow ``request_percentage`` is never throttled either; the usage
+events' ``shadow_throttle_ms`` must be what the pipeline's replay of the same events predicts
+with the shadow values as the candidate (one engine, one decision); ``quotas promote`` then
+throttles the producer to its quota. The CLI's ``alter --shadow`` is tested in
+test_shadow_set.py and tests/fleet/test_fleet_shadow.py.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -24,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
 from quotagate.cli import app
+from quotagate.client import ClientQuotaAlteration, SyncAdminClient
 from quotagate.pipeline.replay_core import replay_frame
 from quotagate.protocol import api_keys
 from support.greedy import usage_rows
@@ -32,6 +37,8 @@ from support.paced import VALUE, PacedProducer, wire_rate
 pytestmark = pytest.mark.integration
 
 CLIENT = "shadowed"
+META = "shadow-meta"  # a Metadata loop on one connection, under a shadow request quota
+META_PERCENT = 0.1  # 1 ms of charged time per second: the loop goes far past it
 RECORDS_PER_S = 100  # ~400 kB/s of payload
 QUOTA = RECORDS_PER_S * len(VALUE) // 2  # half of it (the wire adds ~2 %)
 WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1, "super.users": ["User:ANONYMOUS"]}
@@ -54,6 +61,19 @@ def _metrics(gateway: Any) -> dict[str, dict[tuple[str, str], float]]:
     return found
 
 
+def _metadata_loop(client: Any, stop: threading.Event, throttles: list[int]) -> None:
+    while not stop.is_set():
+        response = client.request(
+            api_keys.METADATA,
+            12,
+            topics=None,
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        throttles.append(int(response.throttle_time.total_seconds() * 1000))
+        stop.wait(0.005)
+
+
 def _cli(*args: str) -> str:
     result = runner.invoke(app, ["quotas", *args])
     assert result.exit_code == 0, result.output
@@ -61,7 +81,7 @@ def _cli(*args: str) -> str:
 
 
 def test_a_shadow_quota_is_watched_live_replays_alike_and_promotes(
-    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path
+    quota_tansu: Any, start_quota_gateway: Any, raw_client: Any, tmp_path: Path
 ) -> None:
     usage = tmp_path / "usage"
     gateway = start_quota_gateway(quota_tansu.bootstrap, quotas=WINDOWS, usage={"path": str(usage)})
@@ -73,11 +93,29 @@ def test_a_shadow_quota_is_watched_live_replays_alike_and_promotes(
     entity = ["-b", bootstrap, "--entity-type", "clients", "--entity-name", CLIENT]
     producer = PacedProducer(bootstrap, topic, CLIENT, RECORDS_PER_S)
     producer.start()
+    meta = raw_client(*gateway.host_port, META)
+    meta_stop = threading.Event()
+    meta_throttles: list[int] = []
+    meta_thread = threading.Thread(target=_metadata_loop, args=(meta, meta_stop, meta_throttles))
+    meta_thread.start()
     try:
         started = time.time()
         time.sleep(BASELINE_S)
         baseline_end = time.time()
-        _cli("alter", *entity, "--shadow", "--add-config", f"producer_byte_rate={QUOTA}")
+        # Both shadow quotas in one AlterClientQuotas request (the admin path `quotas alter
+        # --shadow` takes, one entity at a time): every event the shadow decided was decided
+        # with both, as the replay's candidate has them.
+        with SyncAdminClient(bootstrap) as client:
+            client.alter_client_quotas(
+                [
+                    ClientQuotaAlteration.of(
+                        {"client-id": CLIENT}, {"shadow.producer_byte_rate": float(QUOTA)}
+                    ),
+                    ClientQuotaAlteration.of(
+                        {"client-id": META}, {"shadow.request_percentage": META_PERCENT}
+                    ),
+                ]
+            ).raise_on_error()
         shadow_from = time.time()
         described = _cli("describe", *entity)
         assert f"shadow.producer_byte_rate={QUOTA}" in described
@@ -103,6 +141,10 @@ def test_a_shadow_quota_is_watched_live_replays_alike_and_promotes(
         assert metrics["quotagate_shadow_produce_quota"][("", CLIENT)] == QUOTA
         shadow_end = time.time()
 
+        # The request quota's candidate is dropped, the produce one promoted.
+        meta_dropped = time.time()
+        meta_entity = ["-b", bootstrap, "--entity-type", "clients", "--entity-name", META]
+        _cli("alter", *meta_entity, "--shadow", "--delete-config", "request_percentage")
         output = _cli("promote", *entity)
         assert f"producer_byte_rate -> {QUOTA}" in output
         promoted_from = time.time()
@@ -110,7 +152,10 @@ def test_a_shadow_quota_is_watched_live_replays_alike_and_promotes(
         time.sleep(PROMOTED_S)
     finally:
         producer.stop.set()
+        meta_stop.set()
         producer.join(60)
+        meta_thread.join(60)
+        meta.close()
     gateway.stop()  # flushes the usage events
     rows = usage_rows(usage)
     produced = [r for r in rows if r["client_id"] == CLIENT and r["api_key"] == api_keys.PRODUCE]
@@ -135,13 +180,24 @@ def test_a_shadow_quota_is_watched_live_replays_alike_and_promotes(
     assert 0.8 * QUOTA <= late <= 1.2 * QUOTA, (late, QUOTA)
     assert producer.errors == []
 
-    # The replay of the events the shadow decided, with the shadow value as the candidate,
+    # The Metadata loop was never throttled, though its shadow request quota would have.
+    assert meta_throttles and not any(meta_throttles)
+    metadata = [r for r in rows if r["client_id"] == META and r["shadow_throttle_ms"] is not None]
+    assert any(r["shadow_throttle_ms"] > 0 for r in metadata)
+
+    # The replay of the events the shadow decided, with the shadow values as the candidate,
     # predicts every would-be throttle: one engine, one decision.
     decided = pd.DataFrame([r for r in rows if r["shadow_throttle_ms"] is not None])
     candidate = (
         f'[[quota]]\n"client-id" = "{CLIENT}"\nproducer_byte_rate = {QUOTA}\n'
+        f'[[quota]]\n"client-id" = "{META}"\nrequest_percentage = {META_PERCENT}\n'
         '[gateway]\n"quota.window.num" = 2\n'
     )
     replayed = replay_frame(decided, candidate, closed_loop=False)
-    agree = (replayed["predicted_throttle_ms"] == replayed["shadow_throttle_ms"]).mean()
-    assert len(replayed) > 100 and agree >= 0.999, (agree, len(replayed))
+    # The Metadata loop's last events were decided after its candidate was dropped (the
+    # events before them replay the same whether or not they are compared).
+    compared = replayed[
+        (replayed["client_id"] != META) | (replayed["ts_ms"] < (meta_dropped - 0.5) * 1000)
+    ]
+    agree = (compared["predicted_throttle_ms"] == compared["shadow_throttle_ms"]).mean()
+    assert len(compared) > 100 and agree >= 0.999, (agree, len(compared))
