@@ -18,7 +18,7 @@ from quotagate.enforcement.metrics import QuotaCollector
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.settings import QuotaSettings
 from quotagate.quota import QuotaConfigError, RequestFacts, classify, validate_alteration
-from quotagate.quota.request_rules import PRODUCE
+from quotagate.quota.request_rules import CREATE_TOPICS, PRODUCE
 from quotagate.store.backends import StoreSettings, open_quota_store
 from quotagate.store.quotas import Change
 from quotagate.top.model import Scrape, parse
@@ -102,6 +102,26 @@ def test_metrics_and_top_show_what_the_shadow_would_throttle() -> None:
     screen = console.export_text()
     assert "shadow: would throttle" in screen
     assert f"{row.shadow_ratio * 100:.0f}% of 1.0k B/s" in screen
+
+
+def test_a_strict_shadow_mutation_quota_counts_the_topics_it_would_refuse() -> None:
+    runtime = QuotaRuntime(QuotaSettings())
+    runtime.alter_client_quotas(
+        [Change({"client-id": "ops"}, "shadow.controller_mutation_rate", 1.0)], "t", "t"
+    )
+    shadow = runtime.response_throttle.shadow
+    assert shadow is not None
+    # CreateTopics v6 is strict: with a burst of 11 (1/s x 11 windows) four topics of five
+    # partitions pass until the bucket is negative, and the fourth is refused.
+    facts = RequestFacts(
+        classify(CREATE_TOPICS, 6), "", "ops", CREATE_TOPICS, 6, NOW, 100, -1, (5, 5, 5, 5)
+    )
+    assert shadow.observe(facts) > 0
+    runtime.last_now_ms = NOW
+    runtime.tick(NOW)
+    series = runtime.snapshot["series"]
+    assert series["shadow_refused_mutations"] == [(["", "ops"], 1.0)]
+    assert series["shadow_refused_requests"] == [(["", "ops"], 1.0)]
 
 
 @pytest.mark.integration
