@@ -17,12 +17,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 
-from quotagate.store.quotas import Change
 from support.certificates import CertificateAuthority, Leaf
-from support.greedy import assert_held, measured_rate, race, usage_rows
+from support.greedy import assert_alice_held_while_bob_runs_free
 
 pytestmark = pytest.mark.integration
 
@@ -51,13 +49,11 @@ def _listener(
     pki: dict[str, Any], client_auth: str = "required", rules: str = RULES
 ) -> dict[str, Any]:
     server: Leaf = pki["server"]
-    return {
-        "ssl_certificate_location": str(server.certificate),
-        "ssl_key_location": str(server.key),
-        "ssl_client_auth": client_auth,
-        "ssl_ca_location": str(pki["ca"]),
-        "ssl_principal_mapping_rules": rules,
-    }
+    return server.listener_fields(
+        ssl_client_auth=client_auth,
+        ssl_ca_location=str(pki["ca"]),
+        ssl_principal_mapping_rules=rules,
+    )
 
 
 def _client(bootstrap: str, pki: dict[str, Any], who: str | None) -> dict[str, Any]:
@@ -84,18 +80,8 @@ def test_a_user_quota_holds_the_certificate_it_names(
         security_protocol="SSL",
         listener=_listener(pki),
     )
-    gateway.runtime.alter_client_quotas(
-        [Change({"user": "alice"}, "producer_byte_rate", float(QUOTA))], "test", "test"
-    )
-    topic = f"mtls-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(_client(gateway.bootstrap, pki, "bob"))
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    measured_from = race({who: _client(gateway.bootstrap, pki, who) for who in WHO}, topic)
-    gateway.stop()
-    rows = usage_rows(usage)
-    assert_held(measured_rate(rows, "User:alice", measured_from), QUOTA)
-    assert measured_rate(rows, "User:bob", measured_from) > 1.5 * QUOTA
+    configs = {who: _client(gateway.bootstrap, pki, who) for who in WHO}
+    rows = assert_alice_held_while_bob_runs_free(gateway, configs, usage, QUOTA)
     assert not [r for r in rows if r["principal"] == "User:bob" and r["throttle_ms"] > 0]
     assert {r["principal"] for r in rows} == {"User:alice", "User:bob"}
 

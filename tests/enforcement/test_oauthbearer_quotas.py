@@ -20,9 +20,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from quotagate.store.quotas import Change
-from support.clients import authentication_error, new_topic
-from support.greedy import assert_held, measured_rate, race, usage_rows
+from support.clients import authentication_error
+from support.greedy import assert_alice_held_while_bob_runs_free
 from support.oauth import REFUSED_TOKENS, IdentityProvider, handing_over
 
 pytestmark = pytest.mark.integration
@@ -65,16 +64,8 @@ def test_alice_is_held_to_her_user_quota_and_bob_is_not(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="quotagate")
-    oauth_gateway.runtime.alter_client_quotas(
-        [Change({"user": "alice"}, "producer_byte_rate", float(QUOTA))], "test", "test"
-    )
-    topic = new_topic(provider.client_config(oauth_gateway.bootstrap, "bob"), "oauth")
     configs = {who: provider.client_config(oauth_gateway.bootstrap, who) for who in WHO}
-    measured_from = race(configs, topic)
-    oauth_gateway.stop()
-    rows = usage_rows(tmp_path / "usage")
-    assert_held(measured_rate(rows, "User:alice", measured_from), QUOTA)
-    assert measured_rate(rows, "User:bob", measured_from) > 1.5 * QUOTA
+    rows = assert_alice_held_while_bob_runs_free(oauth_gateway, configs, tmp_path / "usage", QUOTA)
     # ApiVersions, answered before authentication, is recorded without a principal.
     assert {r["principal"] for r in rows} - {""} == {"User:alice", "User:bob"}
     assert provider.issued, "librdkafka fetched no token from the endpoint"

@@ -38,7 +38,6 @@ from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
 from kafka.net.sasl.oauth import AbstractTokenProvider as KpTokenProvider
 
 from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
-from quotagate.store.quotas import Change
 from support.clients import (
     aiokafka_round_trip,
     authentication_error,
@@ -47,7 +46,7 @@ from support.clients import (
     new_topic,
     topic_log_round_trip,
 )
-from support.greedy import assert_held, measured_rate, race, usage_rows
+from support.greedy import assert_alice_held_while_bob_runs_free
 from support.log_lines import discovery_refusals
 from support.oauth import REFUSED_TOKENS, IdentityProvider, handing_over
 
@@ -219,16 +218,8 @@ def test_alice_is_held_to_her_user_quota_through_passthrough_and_bob_is_not(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="quotagate")
-    passthrough.runtime.alter_client_quotas(
-        [Change({"user": "alice"}, "producer_byte_rate", float(QUOTA))], "test", "test"
-    )
-    topic = new_topic(provider.client_config(passthrough.bootstrap, "bob"), "oauth-up")
     configs = {who: provider.client_config(passthrough.bootstrap, who) for who in WHO}
-    measured_from = race(configs, topic)
-    passthrough.stop()
-    rows = usage_rows(tmp_path / "usage")
-    assert_held(measured_rate(rows, "User:alice", measured_from), QUOTA)
-    assert measured_rate(rows, "User:bob", measured_from) > 1.5 * QUOTA
+    rows = assert_alice_held_while_bob_runs_free(passthrough, configs, tmp_path / "usage", QUOTA)
     # ApiVersions, answered before authentication, is recorded without a principal.
     assert {r["principal"] for r in rows} - {""} == {"User:alice", "User:bob"}
     # The upstream saw the clients themselves (its ACLs could act on them), and the gateway's

@@ -209,19 +209,27 @@ def connect(gateway: BackgroundGateway) -> socket.socket:
     return sock
 
 
+METADATA = metadata_v12.MetadataRequest(
+    topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+)
+"""A request only an authenticated connection may send."""
+
+
+def plain_over_handshake_v0(sock: socket.socket, password: str) -> bytes | None:
+    """SaslHandshake v0 for PLAIN, then the bare token it calls for (no SaslAuthenticate
+    header); the gateway's answer to the token, or None when it closed instead."""
+    send_request(sock, handshake_v0.SaslHandshakeRequest(mechanism="PLAIN"), 1)
+    assert read_frame(sock) is not None
+    token = f"\x00{USER}\x00{password}".encode()
+    sock.sendall(struct.pack(">i", len(token)) + token)
+    return read_frame(sock)
+
+
 def test_a_request_before_authentication_is_answered_by_a_close(
     sasl_gateways: dict[str, BackgroundGateway],
 ) -> None:
     with connect(sasl_gateways["SASL_PLAINTEXT"]) as sock:
-        send_request(
-            sock,
-            metadata_v12.MetadataRequest(
-                topics=None,
-                allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False,
-            ),
-            7,
-        )
+        send_request(sock, METADATA, 7)
         assert read_frame(sock) is None
 
 
@@ -246,28 +254,13 @@ def test_handshake_v0_then_a_bare_plain_token(
     sasl_gateways: dict[str, BackgroundGateway],
 ) -> None:
     with connect(sasl_gateways["SASL_PLAINTEXT"]) as sock:
-        send_request(sock, handshake_v0.SaslHandshakeRequest(mechanism="PLAIN"), 1)
-        assert read_frame(sock) is not None
-        token = f"\x00{USER}\x00{PASSWORD}".encode()
-        sock.sendall(struct.pack(">i", len(token)) + token)
-        assert read_frame(sock) == b""  # PLAIN's empty server reply, length-prefixed
+        # PLAIN's empty server reply, length-prefixed
+        assert plain_over_handshake_v0(sock, PASSWORD) == b""
         # Authenticated: a real request now goes through to the broker.
-        send_request(
-            sock,
-            metadata_v12.MetadataRequest(
-                topics=None,
-                allow_auto_topic_creation=False,
-                include_topic_authorized_operations=False,
-            ),
-            2,
-        )
+        send_request(sock, METADATA, 2)
         frame = read_frame(sock)
         assert frame is not None
         assert struct.unpack(">i", frame[:4])[0] == 2
 
     with connect(sasl_gateways["SASL_PLAINTEXT"]) as sock:
-        send_request(sock, handshake_v0.SaslHandshakeRequest(mechanism="PLAIN"), 1)
-        assert read_frame(sock) is not None
-        token = f"\x00{USER}\x00wrong".encode()
-        sock.sendall(struct.pack(">i", len(token)) + token)
-        assert read_frame(sock) is None
+        assert plain_over_handshake_v0(sock, "wrong") is None

@@ -8,10 +8,6 @@ process's output."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +22,7 @@ from quotagate.gateway.embedded import TansuBroker, free_port
 from support.certificates import CertificateAuthority
 from support.clients import authentication_error, confluent_round_trip, new_topic
 from support.sasl_users import sasl_users
+from support.served import Served
 
 pytestmark = pytest.mark.integration
 
@@ -99,27 +96,12 @@ def _gateway_toml(
 
 def _serve(config: Path, use: Callable[[], None]) -> str:
     """``quotagate serve --config`` while ``use()`` runs; all it printed, once stopped."""
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "quotagate"), "serve", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={
-            **os.environ,
-            "PYTHONUNBUFFERED": "1",
-            "QUOTAGATE_UPSTREAM_PASSWORD": PASSWORDS["gateway"],
-        },
-        text=True,
-    )
+    served = Served(config, env={"QUOTAGATE_UPSTREAM_PASSWORD": PASSWORDS["gateway"]})
     try:
         use()
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            output, _ = process.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            output, _ = process.communicate()
-    return output
+        served.stop()
+    return served.output()
 
 
 def _use(ca: CertificateAuthority, port: int, mtls_port: int, wait_for: Any) -> None:
