@@ -27,6 +27,7 @@ from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.protocol import codec
 from quotagate.store.credentials import CredentialStore
+from support import raw_socket
 from support.certificates import CertificateAuthority
 from support.clients import (
     authentication_error,
@@ -186,27 +187,15 @@ def send_request(sock: socket.socket, body: Any, correlation_id: int) -> None:
 
 
 def read_frame(sock: socket.socket) -> bytes | None:
-    """One frame, or None when the gateway closed the connection."""
-    data = b""
-    while len(data) < 4:
-        chunk = sock.recv(4 - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    (size,) = struct.unpack(">i", data)
-    payload = b""
-    while len(payload) < size:
-        chunk = sock.recv(size - len(payload))
-        if not chunk:
-            return None
-        payload += chunk
-    return payload
+    """One frame without its size, or None when the gateway closed the connection."""
+    try:
+        return raw_socket.read_frame(sock)[4:]
+    except ConnectionError:
+        return None
 
 
 def connect(gateway: BackgroundGateway) -> socket.socket:
-    address = gateway.bootstrap
-    sock = socket.create_connection((address.host, address.port), timeout=15)
-    return sock
+    return raw_socket.connect(gateway, timeout_s=15)
 
 
 METADATA = metadata_v12.MetadataRequest(
