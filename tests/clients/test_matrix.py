@@ -116,7 +116,6 @@ def matrix_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MatrixG
             background.stop()
 
 
-
 def _values() -> list[bytes]:
     return [f"message-{i}".encode() for i in range(MESSAGES)]
 
@@ -314,8 +313,7 @@ async def _aiokafka(bootstrap: str) -> None:
         try:
             started = time.monotonic()
             sends = [
-                await throttled.send(topic, RECORD)
-                for _ in range(THROTTLED_BYTES // len(RECORD))
+                await throttled.send(topic, RECORD) for _ in range(THROTTLED_BYTES // len(RECORD))
             ]
             await asyncio.gather(*sends)
             _assert_held(time.monotonic() - started)
@@ -349,7 +347,7 @@ def test_kcat_from_debian(matrix_gateway: MatrixGateway, wait_for: Callable[...,
     admin = _ck_create(bootstrap, topic)
     listing = _kcat("-b", bootstrap, "-L", "-t", topic, "-m", "30")
     assert f"at 127.0.0.1:{matrix_gateway.tansu.port}" not in listing  # gateway addresses only
-    assert f"topic \"{topic}\" with {PARTITIONS} partitions" in listing
+    assert f'topic "{topic}" with {PARTITIONS} partitions' in listing
     lines = "\n".join(v.decode() for v in _values()) + "\n"
     _kcat("-b", bootstrap, "-P", "-t", topic, "-X", "acks=all", stdin=lines)
     consumed = _kcat(
