@@ -17,11 +17,13 @@ windows are 2 x 1 s as in test_byte_rates (docs/quotas.md, "Accuracy").
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -272,3 +274,42 @@ def test_prefix_and_tenant_entities_through_the_cli_and_describe(
     assert produce.quota_limit("x", "bar-1") == 5000
     assert produce.quota_limit("x", "bar-2") == 1000
     assert produce.sharing_key("x", "bar-2") == produce.sharing_key("y", "bar-3")
+
+
+def _throttles_of_one_produce(bootstrap: str, client_id: str, topic: str) -> list[int]:
+    """Produce one 50 kB record as ``client_id``; the throttle times librdkafka reported."""
+    seen: list[int] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "throttle_cb": lambda event: seen.append(int(event.throttle_time * 1000)),
+        }
+    )
+    producer.produce(topic, b"x" * 50_000)
+    assert producer.flush(30) == 0
+    deadline = time.monotonic() + 5
+    while not seen and time.monotonic() < deadline:
+        producer.poll(0.1)
+    return seen
+
+
+def test_a_tenant_quota_alone_throttles_the_clients_its_rules_map(
+    quota_tansu: Any, start_quota_gateway: Any
+) -> None:
+    """No client quota at all: the tenant level alone meters and throttles (the stages' fast
+    paths ask both levels), for a tenant named by a client-id rule; an exempt principal's
+    client in the same tenant would not be (test_tenant_decision)."""
+    gateway = start_quota_gateway(
+        quota_tansu.bootstrap,
+        quotas={"tenant.mapping.rules": "RULE:client-id:^(billing)-.*$/$1/"},
+    )
+    gateway.runtime.alter_client_quotas(
+        [Change({"tenant": "billing"}, "producer_byte_rate", 1000.0)], "test", "test"
+    )
+    topic = f"tenant-alone-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    assert max(_throttles_of_one_produce(gateway.bootstrap, "billing-7", topic)) > 0
+    assert _throttles_of_one_produce(gateway.bootstrap, "search-1", topic) == []

@@ -61,9 +61,12 @@ class ProduceQuotaStage(Stage):
         runtime = self.runtime
         ticket = runtime.ticket(exchange)
         header = exchange.header
+        managers = runtime.managers
+        tenants = managers.tenant_level(ticket.tenant)
         applies = (
-            runtime.managers.produce.quota_applies(ticket.user, ticket.client_id)
+            managers.produce.quota_applies(ticket.user, ticket.client_id)
             or runtime.topic_quota.total_threshold is not None
+            or (tenants is not None and tenants.produce.quota_applies(ticket.tenant, ""))
         )
         if refuse_unmodelled(exchange, applies) or header.body_offset < 0:
             return  # closed, or a version newer than the gateway knows, unbounded: forwarded

@@ -164,12 +164,13 @@ def admit(managers: QuotaManagers, facts: RequestFacts) -> Admission:
         throttle_ms = managers.produce.record_and_get_throttle_ms(
             user, facts.client_id, facts.request_bytes, facts.now_ms
         )
-        tenants = managers.tenants
-        if facts.tenant and tenants is not None:
-            tenant_ms = tenants.produce.record_and_get_throttle_ms(
-                facts.tenant, "", facts.request_bytes, facts.now_ms
-            )
-            throttle_ms = max(throttle_ms, tenant_ms)
+        if facts.tenant:
+            tenants = managers.tenants
+            if tenants is not None:
+                tenant_ms = tenants.produce.record_and_get_throttle_ms(
+                    facts.tenant, "", facts.request_bytes, facts.now_ms
+                )
+                throttle_ms = max(throttle_ms, tenant_ms)
         if throttle_ms and managers.exempt_users and user in managers.exempt_users:
             throttle_ms = 0
         # Nearly every produce passes: share one answer rather than make one per request.
@@ -224,12 +225,13 @@ def decide(
             fetch_ms = managers.fetch.record_and_get_throttle_ms(
                 facts.user, facts.client_id, fetched, facts.now_ms
             )
-            tenants = managers.tenants
-            if facts.tenant and tenants is not None:
-                tenant_ms = tenants.fetch.record_and_get_throttle_ms(
-                    facts.tenant, "", fetched, facts.now_ms
-                )
-                fetch_ms = max(fetch_ms, tenant_ms)
+            if facts.tenant:
+                tenants = managers.tenants
+                if tenants is not None:
+                    tenant_ms = tenants.fetch.record_and_get_throttle_ms(
+                        facts.tenant, "", fetched, facts.now_ms
+                    )
+                    fetch_ms = max(fetch_ms, tenant_ms)
             if facts.empties_throttled_fetch:
                 taken_back = fetched
         others = ((_FETCH_CAUSE, fetch_ms),)

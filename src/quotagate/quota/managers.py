@@ -79,6 +79,32 @@ class QuotaManagers:
             tenants=tenants,
         )
 
+    def tenant_level(self, tenant: str) -> QuotaManagers | None:
+        """The tenant level a request of ``tenant`` is also charged on (None: no tenant)."""
+        return self.tenants if tenant else None
+
+    @property
+    def fetch_or_request_enabled(self) -> bool:
+        """Whether a fetch or request quota was ever configured, on either level."""
+        tenants = self.tenants
+        return (
+            self.fetch.quotas_enabled
+            or self.request.quotas_enabled
+            or (tenants is not None and tenants.fetch_or_request_enabled)
+        )
+
+    @property
+    def request_enabled(self) -> bool:
+        """Whether a request quota was ever configured, on either level."""
+        tenants = self.tenants
+        return self.request.quotas_enabled or (tenants is not None and tenants.request_enabled)
+
+    @property
+    def fetch_enabled(self) -> bool:
+        """Whether a fetch quota was ever configured, on either level."""
+        tenants = self.tenants
+        return self.fetch.quotas_enabled or (tenants is not None and tenants.fetch_enabled)
+
     def set_exempt_principals(self, principals: Iterable[str]) -> None:
         """``quota.exempt.principals``: replaces the set in place (decisions hold this one)."""
         users = {principal_user(principal) for principal in principals}
