@@ -313,3 +313,39 @@ def test_a_tenant_quota_alone_throttles_the_clients_its_rules_map(
         future.result(30)
     assert max(_throttles_of_one_produce(gateway.bootstrap, "billing-7", topic)) > 0
     assert _throttles_of_one_produce(gateway.bootstrap, "search-1", topic) == []
+
+
+def test_an_exempt_principal_is_never_throttled_and_still_metered(
+    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path
+) -> None:
+    """``quota.exempt.principals`` from the config file: a producer at many times its
+    quota is never throttled, and every request is in the usage events and on its sensor."""
+    usage = tmp_path / "usage"
+    gateway = start_quota_gateway(
+        quota_tansu.bootstrap,
+        quotas={**WINDOWS, "quota.exempt.principals": ["User:ANONYMOUS"]},
+        usage={"path": str(usage)},
+    )
+    quota = 20_000.0
+    gateway.runtime.alter_client_quotas(
+        [Change({"client-id": None}, "producer_byte_rate", quota)], "test", "test"
+    )
+    topic = f"exempt-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": gateway.bootstrap, "client.id": "canary"})
+    started = time.monotonic()
+    for _ in range(100):
+        producer.produce(topic, b"e" * 4000)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    elapsed = time.monotonic() - started
+    metric = gateway.runtime.managers.produce.quota_metric("ANONYMOUS", "canary")
+    assert metric is not None and metric.peek(gateway.runtime.last_now_ms) > quota
+    gateway.stop()
+    rows = [r for r in usage_rows(usage) if r["api_key"] == 0]
+    sent = sum(r["request_bytes"] for r in rows)
+    assert sent >= 400_000
+    assert sent / max(elapsed, 1.0) > 10 * quota  # ten times its quota, at least
+    assert [r["throttle_ms"] for r in rows] == [0] * len(rows)
