@@ -16,6 +16,7 @@ from quotagate.quota import (
     classify,
     decide,
 )
+from quotagate.quota.quota_file import load_quota_file
 from quotagate.quota.throttle_choice import Cause
 
 T0 = 1_700_000_000_000
@@ -180,3 +181,28 @@ def test_an_exempt_principal_is_metered_but_never_throttled_nor_refused() -> Non
     assert managers.controller.tokens("alice", "c", T0) == -170
     # Another member of the tenant is throttled by what the exempt one used.
     assert _produce(managers, "bob", 100, T0 + 10_600)[0] > 0
+
+
+def test_a_quota_file_configures_prefixes_and_tenants() -> None:
+    """The file ``quotas apply`` takes and the replay's candidates are written in."""
+    quota_file = load_quota_file(
+        """
+        [[quota]]
+        tenant = "t"
+        producer_byte_rate = 500
+
+        [[quota]]
+        defaults = ["tenant"]
+        request_percentage = 50
+
+        [[quota]]
+        client-id-prefix = "bar-"
+        producer_byte_rate = 1000
+        """
+    )
+    managers = QuotaManagers.from_quota_file(quota_file)
+    assert managers.tenants is not None
+    assert managers.tenants.produce.quota_limit("t", "") == 500
+    assert managers.tenants.request.quota_limit("other", "") == 50
+    assert managers.produce.quota_limit("u", "bar-1") == 1000
+    assert _kafka_produce_vector(managers) == 2100
