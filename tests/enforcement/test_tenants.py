@@ -349,3 +349,33 @@ def test_an_exempt_principal_is_never_throttled_and_still_metered(
     assert sent >= 400_000
     assert sent / max(elapsed, 1.0) > 10 * quota  # ten times its quota, at least
     assert [r["throttle_ms"] for r in rows] == [0] * len(rows)
+
+
+def test_a_fleet_shares_the_tenant_settings_through_its_config_topic(
+    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path
+) -> None:
+    """Two gateways on one config topic (``[store] backend = "kafka"``): rules and exempt
+    principals set through one are in force on the other once it has read the record."""
+    topic = f"_quotagate.tenants-{uuid.uuid4().hex[:8]}.config"
+    quotas = {"super.users": ["User:ANONYMOUS"], "tenant.mapping.rules": "RULE:user:^x$/x/"}
+    first = start_quota_gateway(
+        quota_tansu.bootstrap, quotas=quotas, store_topic=topic, store=tmp_path / "1.db"
+    )
+    second = start_quota_gateway(
+        quota_tansu.bootstrap, quotas=quotas, store_topic=topic, store=tmp_path / "2.db"
+    )
+    other = second.runtime.store_sync
+    assert other.tenant_mapper.tenant("team-1", "") == ""  # the config file's rules
+    error = _broker_default(
+        AdminClient({"bootstrap.servers": first.bootstrap}),
+        {
+            "tenant.mapping.rules": ("SET", RULES),
+            "quota.exempt.principals": ("SET", "User:canary"),
+        },
+    )
+    assert error is None, error
+    deadline = time.monotonic() + 10
+    while other.tenant_mapper.tenant("team-1", "") != "team":
+        assert time.monotonic() < deadline, "the second gateway never read the rules"
+        time.sleep(0.1)
+    assert second.runtime.managers.exempt_users == {"canary"}
