@@ -17,7 +17,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from quotagate.pipeline.errors import PipelineError
-from quotagate.usage.schema import USAGE_COLUMNS, USAGE_SCHEMA
+from quotagate.usage.schema import OPTIONAL_COLUMNS, USAGE_COLUMNS, USAGE_SCHEMA
 
 # Directory levels the gateway's writer (and our writers) partition by.
 PARTITION_COLUMNS: Final = ("date", "hour")
@@ -32,7 +32,9 @@ def check_usage_dataset(path: str | Path) -> None:
     found = _arrow_schema(path)
     columns = [name for name in found.names if name not in PARTITION_COLUMNS]
     unknown = [name for name in columns if name not in USAGE_COLUMNS]
-    missing = [name for name in USAGE_COLUMNS if name not in columns]
+    missing = [
+        name for name in USAGE_COLUMNS if name not in columns and name not in OPTIONAL_COLUMNS
+    ]
     problems: list[str] = []
     if unknown:
         problems.append(f"unknown column(s): {', '.join(unknown)}")
@@ -53,6 +55,9 @@ def read_usage(spark: SparkSession, path: str | Path) -> DataFrame:
     """The usage events under ``path``, checked, with exactly the schema's columns."""
     check_usage_dataset(path)
     frame = spark.read.option("basePath", str(path)).parquet(str(path))
+    for name in OPTIONAL_COLUMNS:
+        if name not in frame.columns:
+            frame = frame.withColumn(name, F.lit(""))
     return frame.select(*USAGE_COLUMNS)
 
 

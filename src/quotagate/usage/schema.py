@@ -39,8 +39,13 @@ USAGE_SCHEMA: Final = pa.schema(
         ("throttle_ms", pa.int32()),
         ("throttle_cause", pa.string()),
         ("error_code", pa.int16()),
+        ("tenant", pa.string()),
     ]
 )
+
+OPTIONAL_COLUMNS: Final = ("tenant",)
+"""Columns added after the first release: files written before them are read with the
+column's empty value (a tenant of "": none)."""
 
 USAGE_COLUMNS: Final = tuple(USAGE_SCHEMA.names)
 
@@ -75,6 +80,8 @@ class UsageEvent:
     throttle_ms: int = 0
     throttle_cause: str = ""
     error_code: int = 0
+    tenant: str = ""
+    """The tenant ``tenant.mapping.rules`` mapped the request to; "" for none."""
 
     def as_row(self) -> dict[str, object]:
         row: dict[str, object] = {name: getattr(self, name) for name in USAGE_COLUMNS}
