@@ -32,7 +32,8 @@ ALLOWED: dict[str, set[str]] = {
     "gateway": {"protocol", "quota", "store", "security", "logs"},
     "fleet": {"quota", "logs"},
     "instance": {"gateway", "protocol", "fleet", "logs"},
-    "enforcement": {"gateway", "protocol", "quota", "store", "usage", "fleet", "logs"},
+    # security: the tenant rules share the grammar of Kafka's principal mapping rules.
+    "enforcement": {"gateway", "protocol", "quota", "store", "usage", "fleet", "logs", "security"},
     "client": {"protocol", "quota", "logs"},
     "pipeline": {"quota", "usage", "logs"},
     "top": {"quota"},

@@ -17,12 +17,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 
-from quotagate.store.quotas import Change
 from support.certificates import CertificateAuthority, Leaf
-from support.greedy import assert_held, measured_rate, race, usage_rows
+from support.greedy import assert_alice_held_while_bob_runs_free
 
 pytestmark = pytest.mark.integration
 
@@ -51,13 +49,11 @@ def _listener(
     pki: dict[str, Any], client_auth: str = "required", rules: str = RULES
 ) -> dict[str, Any]:
     server: Leaf = pki["server"]
-    return {
-        "ssl_certificate_location": str(server.certificate),
-        "ssl_key_location": str(server.key),
-        "ssl_client_auth": client_auth,
-        "ssl_ca_location": str(pki["ca"]),
-        "ssl_principal_mapping_rules": rules,
-    }
+    return server.listener_fields(
+        ssl_client_auth=client_auth,
+        ssl_ca_location=str(pki["ca"]),
+        ssl_principal_mapping_rules=rules,
+    )
 
 
 def _client(bootstrap: str, pki: dict[str, Any], who: str | None) -> dict[str, Any]:
@@ -73,29 +69,27 @@ def _client(bootstrap: str, pki: dict[str, Any], who: str | None) -> dict[str, A
     return config
 
 
+@pytest.fixture
+def ssl_gateway(quota_tansu: Any, start_quota_gateway: Any, pki: dict[str, Any]) -> Any:
+    """``start(client_auth="required", rules=RULES, **more)``: a quota gateway whose one
+    listener is SSL with the test's certificates (``more``: start_quota_gateway's keywords)."""
+
+    def start(client_auth: str = "required", rules: str = RULES, **more: Any) -> Any:
+        listener = _listener(pki, client_auth, rules)
+        return start_quota_gateway(
+            quota_tansu.bootstrap, security_protocol="SSL", listener=listener, **more
+        )
+
+    return start
+
+
 def test_a_user_quota_holds_the_certificate_it_names(
-    quota_tansu: Any, start_quota_gateway: Any, pki: dict[str, Any], tmp_path: Path
+    ssl_gateway: Any, pki: dict[str, Any], tmp_path: Path
 ) -> None:
     usage = tmp_path / "usage"
-    gateway = start_quota_gateway(
-        quota_tansu.bootstrap,
-        quotas=WINDOWS,
-        usage={"path": str(usage)},
-        security_protocol="SSL",
-        listener=_listener(pki),
-    )
-    gateway.runtime.alter_client_quotas(
-        [Change({"user": "alice"}, "producer_byte_rate", float(QUOTA))], "test", "test"
-    )
-    topic = f"mtls-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(_client(gateway.bootstrap, pki, "bob"))
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    measured_from = race({who: _client(gateway.bootstrap, pki, who) for who in WHO}, topic)
-    gateway.stop()
-    rows = usage_rows(usage)
-    assert_held(measured_rate(rows, "User:alice", measured_from), QUOTA)
-    assert measured_rate(rows, "User:bob", measured_from) > 1.5 * QUOTA
+    gateway = ssl_gateway(quotas=WINDOWS, usage={"path": str(usage)})
+    configs = {who: _client(gateway.bootstrap, pki, who) for who in WHO}
+    rows = assert_alice_held_while_bob_runs_free(gateway, configs, usage, QUOTA)
     assert not [r for r in rows if r["principal"] == "User:bob" and r["throttle_ms"] > 0]
     assert {r["principal"] for r in rows} == {"User:alice", "User:bob"}
 
@@ -113,11 +107,9 @@ def _authentication_error(config: dict[str, Any]) -> list[KafkaError]:
 
 @pytest.mark.parametrize("who", [None, "stranger"])
 def test_without_a_trusted_certificate_there_is_no_connection(
-    quota_tansu: Any, start_quota_gateway: Any, pki: dict[str, Any], who: str | None
+    ssl_gateway: Any, pki: dict[str, Any], who: str | None
 ) -> None:
-    gateway = start_quota_gateway(
-        quota_tansu.bootstrap, security_protocol="SSL", listener=_listener(pki)
-    )
+    gateway = ssl_gateway()
     errors = _authentication_error(_client(gateway.bootstrap, pki, who))
     assert errors, "the client never reported the refused handshake"
     assert {e.code() for e in errors} <= {
@@ -129,32 +121,20 @@ def test_without_a_trusted_certificate_there_is_no_connection(
 
 
 def test_a_subject_no_rule_maps_is_refused_with_a_log_line(
-    quota_tansu: Any,
-    start_quota_gateway: Any,
-    pki: dict[str, Any],
-    caplog: pytest.LogCaptureFixture,
+    ssl_gateway: Any, pki: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="quotagate")
-    gateway = start_quota_gateway(
-        quota_tansu.bootstrap,
-        security_protocol="SSL",
-        listener=_listener(pki, rules="RULE:^CN=([a-z]+),.*$/$1/"),
-    )
+    gateway = ssl_gateway(rules="RULE:^CN=([a-z]+),.*$/$1/")
     assert _authentication_error(_client(gateway.bootstrap, pki, "carol"))
     closed = [r.getMessage() for r in caplog.records if "connection_closed" in r.getMessage()]
     assert any("Failed to map name for 'OU=sales,O=corp'" in line for line in closed), closed
 
 
 def test_requested_without_a_certificate_is_anonymous(
-    quota_tansu: Any,
-    start_quota_gateway: Any,
-    pki: dict[str, Any],
-    caplog: pytest.LogCaptureFixture,
+    ssl_gateway: Any, pki: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="quotagate")
-    gateway = start_quota_gateway(
-        quota_tansu.bootstrap, security_protocol="SSL", listener=_listener(pki, "requested")
-    )
+    gateway = ssl_gateway("requested")
     for who, principal in ((None, "User:ANONYMOUS"), ("bob", "User:bob")):
         caplog.clear()
         producer = Producer(_client(gateway.bootstrap, pki, who))
@@ -165,16 +145,11 @@ def test_requested_without_a_certificate_is_anonymous(
 
 
 def test_kafka_python_is_named_by_its_certificate_too(
-    quota_tansu: Any,
-    start_quota_gateway: Any,
-    pki: dict[str, Any],
-    caplog: pytest.LogCaptureFixture,
+    ssl_gateway: Any, pki: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     # Python's ssl module on the client side, where librdkafka uses OpenSSL directly.
     caplog.set_level(logging.INFO, logger="quotagate")
-    gateway = start_quota_gateway(
-        quota_tansu.bootstrap, security_protocol="SSL", listener=_listener(pki)
-    )
+    gateway = ssl_gateway()
     alice: Leaf = pki["alice"]
     producer = KafkaProducer(
         bootstrap_servers=gateway.bootstrap,

@@ -12,19 +12,17 @@ read whole at DEBUG, never shows a token or a client secret.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
 
-from quotagate.store.quotas import Change
-from support.greedy import assert_held, measured_rate, race, usage_rows
-from support.oauth import AUDIENCE, ISSUER, IdentityProvider, SigningKey
+from support.clients import authentication_error
+from support.greedy import assert_alice_held_while_bob_runs_free
+from support.oauth import REFUSED_TOKENS, IdentityProvider, handing_over
 
 pytestmark = pytest.mark.integration
 
@@ -41,15 +39,6 @@ def provider() -> Iterator[IdentityProvider]:
         yield served
 
 
-def _listener(provider: IdentityProvider) -> dict[str, Any]:
-    return {
-        "sasl_enabled_mechanisms": ("OAUTHBEARER",),
-        "oauthbearer_jwks_endpoint_url": provider.jwks_url,
-        "oauthbearer_expected_audience": (AUDIENCE,),
-        "oauthbearer_expected_issuer": ISSUER,
-    }
-
-
 @pytest.fixture
 def oauth_gateway(
     quota_tansu: Any, start_quota_gateway: Any, provider: IdentityProvider, tmp_path: Path
@@ -59,47 +48,13 @@ def oauth_gateway(
         quotas=WINDOWS,
         usage={"path": str(tmp_path / "usage")},
         security_protocol="SASL_PLAINTEXT",
-        listener=_listener(provider),
+        listener=provider.validating_listener(),
         sasl=True,
     )
 
 
-def _oidc(bootstrap: str, provider: IdentityProvider, client: str) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "OAUTHBEARER",
-        "sasl.oauthbearer.method": "oidc",
-        "sasl.oauthbearer.client.id": client,
-        "sasl.oauthbearer.client.secret": SECRETS[client],
-        "sasl.oauthbearer.token.endpoint.url": provider.token_url,
-    }
-
-
-def _handing(bootstrap: str, token: str) -> dict[str, Any]:
-    """A client that presents ``token`` as it is (librdkafka sends what oauth_cb gives)."""
-
-    def oauth_cb(_config: str) -> tuple[str, float]:
-        return token, time.time() + 3600
-
-    return {
-        "bootstrap.servers": bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "OAUTHBEARER",
-        "oauth_cb": oauth_cb,
-    }
-
-
 def _gateway_log(caplog: pytest.LogCaptureFixture) -> str:
     return "\n".join(record.getMessage() for record in caplog.records)
-
-
-def _assert_no_secret(log: str, provider: IdentityProvider, *tokens: str) -> None:
-    for secret in (*SECRETS.values(), *provider.issued, *tokens):
-        assert secret not in log
-    for token in (*provider.issued, *tokens):
-        for section in token.split("."):
-            assert section not in log  # nor any part of a token
 
 
 def test_alice_is_held_to_her_user_quota_and_bob_is_not(
@@ -109,60 +64,29 @@ def test_alice_is_held_to_her_user_quota_and_bob_is_not(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="quotagate")
-    oauth_gateway.runtime.alter_client_quotas(
-        [Change({"user": "alice"}, "producer_byte_rate", float(QUOTA))], "test", "test"
-    )
-    topic = f"oauth-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(_oidc(oauth_gateway.bootstrap, provider, "bob"))
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    configs = {who: _oidc(oauth_gateway.bootstrap, provider, who) for who in WHO}
-    measured_from = race(configs, topic)
-    oauth_gateway.stop()
-    rows = usage_rows(tmp_path / "usage")
-    assert_held(measured_rate(rows, "User:alice", measured_from), QUOTA)
-    assert measured_rate(rows, "User:bob", measured_from) > 1.5 * QUOTA
+    configs = {who: provider.client_config(oauth_gateway.bootstrap, who) for who in WHO}
+    rows = assert_alice_held_while_bob_runs_free(oauth_gateway, configs, tmp_path / "usage", QUOTA)
     # ApiVersions, answered before authentication, is recorded without a principal.
     assert {r["principal"] for r in rows} - {""} == {"User:alice", "User:bob"}
     assert provider.issued, "librdkafka fetched no token from the endpoint"
-    _assert_no_secret(_gateway_log(caplog), provider)
+    provider.assert_not_logged(_gateway_log(caplog))
 
 
-def _errors_of(config: dict[str, Any]) -> list[KafkaError]:
-    errors: list[KafkaError] = []
-    producer = Producer({**config, "error_cb": errors.append, "message.timeout.ms": 3000})
-    deadline = time.time() + 15
-    while time.time() < deadline and not any(
-        e.code() == KafkaError._AUTHENTICATION for e in errors
-    ):
-        producer.poll(0.2)
-    producer.flush(0)
-    return errors
-
-
-REFUSED: dict[str, Callable[[IdentityProvider], str]] = {
-    "expired": lambda p: p.mint("alice", issued_at=time.time() - 7200, expires_in=3600),
-    "wrong audience": lambda p: p.mint("alice", audience="web"),
-    "bad signature": lambda p: p.mint("alice", key=SigningKey(p.key.key_id)),
-}
-
-
-@pytest.mark.parametrize("why", sorted(REFUSED))
+@pytest.mark.parametrize("why", sorted(REFUSED_TOKENS))
 def test_refused_tokens_are_an_authentication_error_at_the_client(
     oauth_gateway: Any,
     provider: IdentityProvider,
     caplog: pytest.LogCaptureFixture,
+    wait_for: Callable[..., Any],
     why: str,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="quotagate")
-    token = REFUSED[why](provider)
-    errors = _errors_of(_handing(oauth_gateway.bootstrap, token))
-    refused = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
-    assert refused, [e.str() for e in errors]
-    assert "invalid_token" in refused[0].str()
+    token = REFUSED_TOKENS[why](provider)
+    config = {**handing_over(oauth_gateway.bootstrap, token), "message.timeout.ms": 3000}
+    assert "invalid_token" in authentication_error(config, wait_for, 15)
     log = _gateway_log(caplog)
     assert "oauthbearer_token_refused" in log
-    _assert_no_secret(log, provider, token)
+    provider.assert_not_logged(log, token)
 
 
 def test_a_valid_handed_token_is_accepted(
@@ -170,7 +94,7 @@ def test_a_valid_handed_token_is_accepted(
 ) -> None:
     # The refusals above are the token's fault, not the oauth_cb path's.
     caplog.set_level(logging.INFO, logger="quotagate")
-    producer = Producer(_handing(oauth_gateway.bootstrap, provider.mint("carol")))
+    producer = Producer(handing_over(oauth_gateway.bootstrap, provider.mint("carol")))
     producer.produce(f"handed-{uuid.uuid4().hex[:6]}", b"x")
     assert producer.flush(15) == 0
     assert "as User:carol via OAUTHBEARER" in _gateway_log(caplog)

@@ -27,30 +27,28 @@ secret and every token, and every part of a token.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka import TopicPartition as AioTopicPartition
 from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KpTopicPartition
 from kafka.net.sasl.oauth import AbstractTokenProvider as KpTokenProvider
 
-from quotagate.fleet.topic_log import TopicLog
 from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
-from quotagate.store.quotas import Change
-from support.greedy import assert_held, measured_rate, race, usage_rows
-from support.oauth import AUDIENCE, ISSUER, IdentityProvider, SigningKey
+from support.clients import (
+    aiokafka_round_trip,
+    authentication_error,
+    confluent_round_trip,
+    kafka_python_round_trip,
+    new_topic,
+    topic_log_round_trip,
+)
+from support.greedy import assert_alice_held_while_bob_runs_free
+from support.log_lines import discovery_refusals
+from support.oauth import REFUSED_TOKENS, IdentityProvider, handing_over
 
 pytestmark = pytest.mark.integration
 
@@ -80,12 +78,7 @@ def decider(quota_tansu: Any, start_quota_gateway: Any, provider: IdentityProvid
     return start_quota_gateway(
         quota_tansu.bootstrap,
         security_protocol="SASL_PLAINTEXT",
-        listener={
-            "sasl_enabled_mechanisms": ("OAUTHBEARER",),
-            "oauthbearer_jwks_endpoint_url": provider.jwks_url,
-            "oauthbearer_expected_audience": (AUDIENCE,),
-            "oauthbearer_expected_issuer": ISSUER,
-        },
+        listener=provider.validating_listener(),
         sasl=True,
     )
 
@@ -107,32 +100,6 @@ def gateway_security(
     )
 
 
-def _oidc(bootstrap: str, provider: IdentityProvider, client: str) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "OAUTHBEARER",
-        "sasl.oauthbearer.method": "oidc",
-        "sasl.oauthbearer.client.id": client,
-        "sasl.oauthbearer.client.secret": SECRETS[client],
-        "sasl.oauthbearer.token.endpoint.url": provider.token_url,
-    }
-
-
-def _handing(bootstrap: str, token: str) -> dict[str, Any]:
-    """A client that presents ``token`` as it is (librdkafka sends what oauth_cb gives)."""
-
-    def oauth_cb(_config: str) -> tuple[str, float]:
-        return token, time.time() + 3600
-
-    return {
-        "bootstrap.servers": bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "OAUTHBEARER",
-        "oauth_cb": oauth_cb,
-    }
-
-
 def _lines(caplog: pytest.LogCaptureFixture, logger: str = "") -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name.startswith(logger or "quotagate")]
 
@@ -140,21 +107,7 @@ def _lines(caplog: pytest.LogCaptureFixture, logger: str = "") -> list[str]:
 def _assert_no_secret(
     caplog: pytest.LogCaptureFixture, provider: IdentityProvider, *tokens: str
 ) -> None:
-    log = "\n".join(_lines(caplog))
-    assert log, "nothing was logged: the search below would prove nothing"
-    for secret in SECRETS.values():
-        assert secret not in log
-    for token in (*provider.issued, *tokens):
-        for section in token.split("."):
-            assert section not in log  # neither the token nor any part of it
-
-
-def _new_topic(config: dict[str, Any]) -> str:
-    topic = f"oauth-up-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(config)  # held: a collected client cancels its futures
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    return topic
+    provider.assert_not_logged("\n".join(_lines(caplog)), *tokens)
 
 
 def _authenticated_by_decider(caplog: pytest.LogCaptureFixture, principal: str) -> bool:
@@ -182,22 +135,9 @@ def test_the_gateway_authenticates_to_its_upstream_with_client_credentials(
         upstream_security=gateway_security(provider, monkeypatch, SECRETS[GATEWAY_CLIENT]),
     )
     plain = {"bootstrap.servers": gateway.bootstrap}
-    topic = _new_topic(plain)
+    topic = new_topic(plain, "oauth-up")
     values = [f"gw-oauth-{i}".encode() for i in range(30)]
-    producer = Producer({**plain, "acks": "all"})
-    for value in values:
-        producer.produce(topic, value=value)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**plain, "group.id": f"g-{topic}"})
-    consumer.assign([CkTopicPartition(topic, 0, 0)])
-    received: list[bytes] = []
-
-    def drained() -> bool:
-        received.extend(m.value() for m in consumer.consume(100, 1.0) if m.error() is None)
-        return len(received) >= len(values)
-
-    wait_for(drained, 30, "every message back")
-    consumer.close()
+    received = confluent_round_trip(plain, topic, values, wait_for, skip_errors=True)
     assert sorted(received) == sorted(values)
     # The token endpoint saw the gateway's client-credentials request with its scope, and
     # the upstream validated that token and named the gateway by it.
@@ -220,18 +160,12 @@ def test_a_wrong_client_secret_is_refused_every_attempt_and_never_logged(
         decider.bootstrap, upstream_security=gateway_security(provider, monkeypatch, wrong)
     )
 
-    def refusals() -> list[str]:
-        return [
-            r.getMessage()
-            for r in caplog.records
-            if r.levelno >= logging.ERROR and "upstream_discovery_failed" in r.getMessage()
-        ]
-
-    wait_for(lambda: len(refusals()) >= 2, 20, "two refused discovery attempts")
+    wait_for(lambda: len(discovery_refusals(caplog)) >= 2, 20, "two refused discovery attempts")
     # ERROR, as a refused password: waiting will not fix it. The endpoint's RFC 6749 error
     # code is shown, never the secret.
     expected = f"SASL: OAUTHBEARER: token endpoint {provider.token_url} answered HTTP 401"
-    assert all(f"{expected} (invalid_client)" in line for line in refusals()), refusals()
+    refusals = discovery_refusals(caplog)
+    assert all(f"{expected} (invalid_client)" in line for line in refusals), refusals
     assert wrong not in "\n".join(_lines(caplog))
     _assert_no_secret(caplog, provider)
 
@@ -249,16 +183,7 @@ def test_the_fleet_topics_log_in_with_the_same_client_credentials(
     config = security.librdkafka_config()
     topic = f"_quotagate.oauth-{uuid.uuid4().hex[:8]}.config"
     granted_before = len(provider.granted)
-    writer = TopicLog(decider.bootstrap, topic, topic_config={}, client_config=config)
-    writer.start_in_thread(lambda key, value: None)
-    try:
-        writer.append_and_wait(b"k", b"over oauthbearer")
-    finally:
-        writer.close_in_thread()
-    seen: list[tuple[bytes | None, bytes | None]] = []
-    reader = TopicLog(decider.bootstrap, topic, topic_config={}, client_config=config)
-    reader.start_in_thread(lambda key, value: seen.append((key, value)))
-    reader.close_in_thread()
+    seen = topic_log_round_trip(decider.bootstrap, topic, config, b"k", b"over oauthbearer")
     assert seen == [(b"k", b"over oauthbearer")]
     assert (GATEWAY_CLIENT, GATEWAY_SCOPE) in provider.granted[granted_before:]
     assert _authenticated_by_decider(caplog, f"User:{GATEWAY_CLIENT}")
@@ -293,16 +218,8 @@ def test_alice_is_held_to_her_user_quota_through_passthrough_and_bob_is_not(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="quotagate")
-    passthrough.runtime.alter_client_quotas(
-        [Change({"user": "alice"}, "producer_byte_rate", float(QUOTA))], "test", "test"
-    )
-    topic = _new_topic(_oidc(passthrough.bootstrap, provider, "bob"))
-    configs = {who: _oidc(passthrough.bootstrap, provider, who) for who in WHO}
-    measured_from = race(configs, topic)
-    passthrough.stop()
-    rows = usage_rows(tmp_path / "usage")
-    assert_held(measured_rate(rows, "User:alice", measured_from), QUOTA)
-    assert measured_rate(rows, "User:bob", measured_from) > 1.5 * QUOTA
+    configs = {who: provider.client_config(passthrough.bootstrap, who) for who in WHO}
+    rows = assert_alice_held_while_bob_runs_free(passthrough, configs, tmp_path / "usage", QUOTA)
     # ApiVersions, answered before authentication, is recorded without a principal.
     assert {r["principal"] for r in rows} - {""} == {"User:alice", "User:bob"}
     # The upstream saw the clients themselves (its ACLs could act on them), and the gateway's
@@ -339,20 +256,7 @@ def _kafka_python_round_trip(bootstrap: str, topic: str, token: str) -> list[byt
         "sasl_mechanism": "OAUTHBEARER",
         "sasl_oauth_token_provider": _KafkaPythonToken(token),
     }
-    producer = KafkaProducer(**config, acks="all")
-    for future in [producer.send(topic, value) for value in VALUES]:
-        future.get(timeout=30)
-    producer.close()
-    consumer = KafkaConsumer(**config, consumer_timeout_ms=10_000)
-    consumer.assign([KpTopicPartition(topic, 0)])
-    consumer.seek_to_beginning()
-    received: list[bytes] = []
-    for record in consumer:
-        received.append(record.value)
-        if len(received) == len(VALUES):
-            break
-    consumer.close()
-    return received
+    return kafka_python_round_trip(config, topic, VALUES)
 
 
 def _aiokafka_round_trip(bootstrap: str, topic: str, token: str) -> list[bytes]:
@@ -362,29 +266,7 @@ def _aiokafka_round_trip(bootstrap: str, topic: str, token: str) -> list[bytes]:
         "sasl_mechanism": "OAUTHBEARER",
         "sasl_oauth_token_provider": _AioKafkaToken(token),
     }
-
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(**config, acks="all")
-        await producer.start()
-        try:
-            for value in VALUES:
-                await producer.send_and_wait(topic, value)
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**config)
-        await consumer.start()
-        received: list[bytes] = []
-        try:
-            consumer.assign([AioTopicPartition(topic, 0)])
-            await consumer.seek_to_beginning()
-            while len(received) < len(VALUES):
-                batches = await consumer.getmany(timeout_ms=1000)
-                received += [r.value for rs in batches.values() for r in rs if r.value]
-        finally:
-            await consumer.stop()
-        return received
-
-    return asyncio.run(asyncio.wait_for(run(), 60))
+    return aiokafka_round_trip(config, topic, VALUES)
 
 
 ROUND_TRIPS: dict[str, Callable[[str, str, str], list[bytes]]] = {
@@ -403,7 +285,7 @@ def test_python_clients_through_passthrough_with_their_own_tokens(
     caplog.set_level(logging.DEBUG, logger="quotagate")
     who = f"carol-{client}"
     token = provider.mint(who)
-    topic = _new_topic(_oidc(passthrough.bootstrap, provider, "bob"))
+    topic = new_topic(provider.client_config(passthrough.bootstrap, "bob"), "oauth-up")
     received = ROUND_TRIPS[client](passthrough.bootstrap, topic, token)
     assert sorted(received) == sorted(VALUES)
     # Validated by the upstream, named by the gateway from the same token.
@@ -415,52 +297,31 @@ def test_python_clients_through_passthrough_with_their_own_tokens(
     _assert_no_secret(caplog, provider, token)
 
 
-REFUSED: dict[str, tuple[Callable[[IdentityProvider], str], str]] = {
-    "expired": (
-        lambda p: p.mint("alice", issued_at=time.time() - 7200, expires_in=3600),
-        "The JWT is no longer valid",
-    ),
-    "wrong audience": (
-        lambda p: p.mint("alice", audience="web"),
-        "doesn't contain an acceptable identifier",
-    ),
-    "bad signature": (
-        lambda p: p.mint("alice", key=SigningKey(p.key.key_id)),
-        "Signature verification failed",
-    ),
+REASONS = {
+    "expired": "The JWT is no longer valid",
+    "wrong audience": "doesn't contain an acceptable identifier",
+    "bad signature": "Signature verification failed",
 }
+"""What the deciding side logs for each of REFUSED_TOKENS."""
 
 
-@pytest.mark.parametrize("why", sorted(REFUSED))
+@pytest.mark.parametrize("why", sorted(REFUSED_TOKENS))
 def test_the_upstreams_refusal_reaches_the_client_as_an_authentication_error(
     passthrough: Any,
     provider: IdentityProvider,
     caplog: pytest.LogCaptureFixture,
+    wait_for: Callable[..., Any],
     why: str,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="quotagate")
-    mint, reason = REFUSED[why]
-    token = mint(provider)
-    errors: list[KafkaError] = []
-    producer = Producer(
-        {
-            **_handing(passthrough.bootstrap, token),
-            "error_cb": errors.append,
-            "message.timeout.ms": 3000,
-        }
-    )
-    deadline = time.time() + 15
-    while time.time() < deadline and not any(
-        e.code() == KafkaError._AUTHENTICATION for e in errors
-    ):
-        producer.poll(0.2)
-    producer.flush(0)
-    refused = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
-    assert refused, [e.str() for e in errors]
+    token = REFUSED_TOKENS[why](provider)
+    config = {**handing_over(passthrough.bootstrap, token), "message.timeout.ms": 3000}
     # The upstream's own answer (RFC 7628's error status), relayed as it sent it.
-    assert "invalid_token" in refused[0].str()
+    assert "invalid_token" in authentication_error(config, wait_for, 15)
     decider_lines = _lines(caplog, "quotagate.gateway.auth.oauthbearer")
-    assert any("oauthbearer_token_refused" in line and reason in line for line in decider_lines)
+    assert any(
+        "oauthbearer_token_refused" in line and REASONS[why] in line for line in decider_lines
+    )
     gateway_lines = _lines(caplog, "quotagate.gateway.connection")
     assert any("sasl_passthrough_refused" in line for line in gateway_lines)
     # Neither side took the name the refused token claimed.

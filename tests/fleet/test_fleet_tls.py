@@ -24,13 +24,8 @@ VALUE = b"t" * 4096
 
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsUpstream]:
-    tls = TlsUpstream(tmp_path_factory.mktemp("fleet-tls"))
-    tls.tansu.start()
-    try:
-        with tls.proxy:
-            yield tls
-    finally:
-        tls.tansu.stop()
+    with TlsUpstream(tmp_path_factory.mktemp("fleet-tls")) as tls:
+        yield tls
 
 
 def test_two_workers_hold_a_quota_over_a_tls_upstream(

@@ -22,10 +22,11 @@ from hypothesis import strategies as st
 SHARES: Final = {
     "round_trip": 0.05,
     "oauthbearer": 0.05,
+    "tenant_rules": 0.02,
     "sasl": 0.05,
     "lies": 0.3,
     "sockets": 0.2,
-    "live": 0.35,
+    "live": 0.33,
 }
 ROUND_TRIP_TESTS: Final = 180  # (request/response) x API key parametrisations, about
 _CHUNK: Final = 10  # examples per hypothesis run under a time budget

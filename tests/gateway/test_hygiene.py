@@ -21,34 +21,14 @@ from quotagate.gateway.embedded import TansuBroker
 from quotagate.protocol import codec
 from quotagate.protocol.host_port import HostPort
 from support.exchanges import long_poll_fetch
+from support.raw_socket import connect, read_frame
 
 pytestmark = pytest.mark.integration
 
 
-def _connect(gateway: BackgroundGateway) -> socket.socket:
-    address = gateway.bootstrap
-    return socket.create_connection((address.host, address.port), timeout=30)
-
-
 def _round_trip(sock: socket.socket, request: Any, correlation_id: int) -> bytes:
     sock.sendall(codec.encode_request_frame(request, correlation_id, "hygiene"))
-    return _read_frame(sock)
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    header = _read_exactly(sock, 4)
-    (size,) = struct.unpack(">i", header)
-    return header + _read_exactly(sock, size)
-
-
-def _read_exactly(sock: socket.socket, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
+    return read_frame(sock)
 
 
 def _is_closed(sock: socket.socket) -> bool:
@@ -66,10 +46,10 @@ def test_max_connections_makes_the_acceptor_wait(
     """Kafka's max.connections: at the limit the acceptor stops taking connections (they wait
     in the backlog) until one closes; nothing is refused."""
     gateway = start_gateway(tansu.bootstrap, max_connections=2)
-    first, second = _connect(gateway), _connect(gateway)
+    first, second = connect(gateway), connect(gateway)
     for sock, cid in ((first, 1), (second, 2)):
         assert codec.decode_response(_round_trip(sock, ApiVersionsRequest(), cid), 18, 0)
-    third = _connect(gateway)
+    third = connect(gateway)
     third.sendall(codec.encode_request_frame(ApiVersionsRequest(), 3, "hygiene"))
     third.settimeout(1.0)
     with pytest.raises(TimeoutError):
@@ -79,7 +59,7 @@ def test_max_connections_makes_the_acceptor_wait(
     assert registry.get_sample_value("quotagate_connection_acceptor_waits_total", waits) == 1
     first.close()
     third.settimeout(30)
-    assert codec.decode_response(_read_frame(third), 18, 0)
+    assert codec.decode_response(read_frame(third), 18, 0)
     wait_for(
         lambda: registry.get_sample_value(
             "quotagate_connection_acceptor_blocked_seconds_total", {"listener": "PLAINTEXT"}
@@ -100,7 +80,7 @@ def test_idle_connections_are_closed(
 ) -> None:
     caplog.set_level(logging.INFO, logger="quotagate")
     gateway = start_gateway(tansu.bootstrap, connections_max_idle_ms=300)
-    with _connect(gateway) as sock:
+    with connect(gateway) as sock:
         assert _round_trip(sock, ApiVersionsRequest(), 1)
         assert _is_closed(sock)
     wait_for(lambda: "connections.max.idle.ms exceeded" in caplog.text, 10, "the log line")
@@ -136,7 +116,7 @@ def test_shutdown_drains_in_flight_requests(
     # A fetch on an empty partition waits upstream for max_wait: it is in flight while the
     # gateway shuts down, and must still be answered before the connection closes.
     fetch = long_poll_fetch(topic, 1500)
-    with _connect(gateway) as sock:
+    with connect(gateway) as sock:
         sent = time.monotonic()
         sock.sendall(codec.encode_request_frame(fetch, 99, "drain"))
         wait_for_inflight = time.monotonic() + 10
@@ -145,7 +125,7 @@ def test_shutdown_drains_in_flight_requests(
             time.sleep(0.01)
         stopper = threading.Thread(target=gateway.stop)
         stopper.start()
-        response = _read_frame(sock)
+        response = read_frame(sock)
         assert time.monotonic() - sent >= 1.0, "the fetch was not held upstream: nothing drained"
         assert struct.unpack_from(">i", response, 4)[0] == 99
         assert codec.decode_response(response, 1, 4).responses[0].topic == topic

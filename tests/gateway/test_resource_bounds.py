@@ -42,6 +42,7 @@ from quotagate.gateway.stage import Stage
 from quotagate.protocol import api_keys, codec
 from support.exchanges import long_poll_fetch
 from support.producers import SteadyProducer
+from support.raw_socket import connect, read_frame
 
 StartGateway = Callable[..., BackgroundGateway]
 
@@ -167,26 +168,6 @@ def test_bad_bound_values_say_what_and_how_to_fix(tmp_path: Path, toml: str, mes
 # -- live helpers -------------------------------------------------------------------------
 
 
-def _connect(gateway: BackgroundGateway) -> socket.socket:
-    address = gateway.bootstrap
-    return socket.create_connection((address.host, address.port), timeout=30)
-
-
-def _read_exactly(sock: socket.socket, count: int) -> bytes:
-    data = bytearray()
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return bytes(data)
-
-
-def _read_frame(sock: socket.socket) -> bytes:
-    header = _read_exactly(sock, 4)
-    return header + _read_exactly(sock, struct.unpack(">i", header)[0])
-
-
 def _correlation_id(response: bytes) -> int:
     value: int = struct.unpack_from(">i", response, 4)[0]
     return value
@@ -263,7 +244,7 @@ def test_an_exhausted_pool_makes_another_connection_wait_until_the_first_is_answ
 ) -> None:
     gateway = small_pool_gateway
     pool = gateway.gateway.services.memory_pool
-    first, second = _connect(gateway), _connect(gateway)
+    first, second = connect(gateway), connect(gateway)
     with first, second:
         first.sendall(BIG_FRAME[:1000])
         wait_for(lambda: pool.used == len(BIG_FRAME), 30, "the big frame's reservation")
@@ -272,8 +253,8 @@ def test_an_exhausted_pool_makes_another_connection_wait_until_the_first_is_answ
         wait_for(lambda: pool.waiting == 1, 30, "the second connection to wait for memory")
         assert _metric(gateway, "quotagate_memory_pool_waiting_connections") == 1
         first.sendall(BIG_FRAME[1000:])
-        assert _correlation_id(_read_frame(first)) == 1
-        assert _correlation_id(_read_frame(second)) == 2
+        assert _correlation_id(read_frame(first)) == 1
+        assert _correlation_id(read_frame(second)) == 2
         wait_for(lambda: pool.used == 0 and pool.waiting == 0, 30, "the pool to empty")
 
 
@@ -286,10 +267,10 @@ def test_a_connection_waiting_for_memory_is_not_read(
     # memory pause must both really stop reading, leaving at most one read buffered.
     gateway = small_pool_gateway
     pool = gateway.gateway.services.memory_pool
-    with _connect(gateway) as first:
+    with connect(gateway) as first:
         first.sendall(BIG_FRAME[:100])
         wait_for(lambda: pool.used == len(BIG_FRAME), 30, "the big frame's reservation")
-        with _connect(gateway) as second:
+        with connect(gateway) as second:
             payload = BIG_FRAME * 64  # 2 MiB of frames, far more than one read
             second.sendall(payload[:65536])  # at once: the kernel takes it before any read
             second.settimeout(0.5)
@@ -301,7 +282,7 @@ def test_a_connection_waiting_for_memory_is_not_read(
             assert transport is not None and not transport.is_reading()
             assert waiting._reader.buffered <= 256_000
             first.sendall(BIG_FRAME[100:])
-            assert _correlation_id(_read_frame(first)) == 1
+            assert _correlation_id(read_frame(first)) == 1
             sender.join(60)
     wait_for(lambda: pool.used == 0 and pool.waiting == 0, 30, "the pool to empty")
 
@@ -318,14 +299,14 @@ def test_a_frame_larger_than_what_is_left_is_admitted_not_deadlocked(
     gateway = small_pool_gateway
     pool = gateway.gateway.services.memory_pool
     small = codec.encode_request_frame(ApiVersionsRequest(), 3, "small")
-    first, second = _connect(gateway), _connect(gateway)
+    first, second = connect(gateway), connect(gateway)
     with first, second:
         first.sendall(small[:6])  # reserves len(small), a little of the pool
         wait_for(lambda: pool.used == len(small), 30, "the small frame's reservation")
         second.sendall(BIG_FRAME)  # more than what is left: admitted, the pool goes over
-        assert _correlation_id(_read_frame(second)) == 1
+        assert _correlation_id(read_frame(second)) == 1
         first.sendall(small[6:])
-        assert _correlation_id(_read_frame(first)) == 3
+        assert _correlation_id(read_frame(first)) == 3
         wait_for(lambda: pool.used == 0, 30, "the pool to empty")
 
 
@@ -335,13 +316,13 @@ def test_closing_a_connection_releases_what_it_reserved(
 ) -> None:
     gateway = small_pool_gateway
     pool = gateway.gateway.services.memory_pool
-    with _connect(gateway) as first, _connect(gateway) as second:
+    with connect(gateway) as first, connect(gateway) as second:
         first.sendall(BIG_FRAME[:100])
         wait_for(lambda: pool.used == len(BIG_FRAME), 30, "the big frame's reservation")
         second.sendall(BIG_FRAME)
         wait_for(lambda: pool.waiting == 1, 30, "the second connection to wait")
         first.close()
-        assert _correlation_id(_read_frame(second)) == 1
+        assert _correlation_id(read_frame(second)) == 1
     wait_for(lambda: pool.used == 0 and not _connections(gateway), 30, "everything released")
 
 
@@ -362,7 +343,7 @@ def test_a_trickled_frame_past_its_timeout_is_closed_while_a_producer_keeps_goin
     frame = struct.pack(">i", 50 << 20) + b"\x00" * (50 << 20)  # declares 50 MiB
     with SteadyProducer(bootstrap) as steady:
         wait_for(lambda: steady.acked > 0, 30, "the steady producer to get going")
-        with _connect(gateway) as sock, Trickler(sock, frame, 64, 0.02) as trickler:
+        with connect(gateway) as sock, Trickler(sock, frame, 64, 0.02) as trickler:
             wait_for(lambda: pool.used >= 50 << 20, 30, "the trickled frame's reservation")
             acked_before = steady.acked
             wait_for(
@@ -397,7 +378,7 @@ def test_a_trickler_is_idle_even_while_it_sends_bytes(
         tansu.bootstrap, connections_max_idle_ms=400, frame_read_timeout_ms=600_000
     )
     frame = struct.pack(">i", 1 << 20) + b"\x00" * (1 << 20)
-    with _connect(gateway) as sock, Trickler(sock, frame, 16, 0.02) as trickler:
+    with connect(gateway) as sock, Trickler(sock, frame, 16, 0.02) as trickler:
         wait_for(lambda: "connections.max.idle.ms exceeded" in caplog.text, 30, "the idle close")
         assert _is_closed(sock)
         assert trickler.sent < len(frame)
@@ -412,11 +393,11 @@ def test_many_idle_connections_are_closed(
     sockets: list[socket.socket] = []
     try:
         for index in range(300):
-            sock = _connect(gateway)
+            sock = connect(gateway)
             sockets.append(sock)
             if index % 2:  # half of them do something first
                 sock.sendall(codec.encode_request_frame(ApiVersionsRequest(), index, "idle"))
-                assert _correlation_id(_read_frame(sock)) == index
+                assert _correlation_id(read_frame(sock)) == index
         for sock in sockets:
             assert _is_closed(sock)
         wait_for(lambda: not _connections(gateway), 30, "every connection to be gone")
@@ -443,13 +424,13 @@ def test_a_muted_connection_is_not_idle(
     tansu: TansuBroker, start_gateway: StartGateway, wait_for: Any
 ) -> None:
     gateway = start_gateway(tansu.bootstrap, stages=[MuteMetadata()], connections_max_idle_ms=300)
-    with _connect(gateway) as muted:
+    with connect(gateway) as muted:
         muted.sendall(codec.encode_request_frame(MetadataRequest(topics=()), 1, "muted"))
-        assert _correlation_id(_read_frame(muted)) == 1
+        assert _correlation_id(read_frame(muted)) == 1
         (connection,) = _connections(gateway)
         # A connection opened after the muted one went quiet is closed as idle; had the muted
         # one counted as idle, the same sweep (or an earlier one) would have closed it too.
-        with _connect(gateway) as control:
+        with connect(gateway) as control:
             assert _is_closed(control)
         assert not connection.closed
         wait_for(lambda: _connections(gateway) == [connection], 30, "the control to be gone")
@@ -474,7 +455,7 @@ def test_queued_max_requests_stops_reading_until_a_request_is_answered(
     pipelined = b"".join(
         codec.encode_request_frame(ApiVersionsRequest(), cid, "queued") for cid in range(2, 12)
     )
-    with _connect(gateway) as sock:
+    with connect(gateway) as sock:
         sock.sendall(codec.encode_request_frame(fetch, 1, "queued") + pipelined)
         port = sock.getsockname()[1]
         wait_for(
@@ -484,5 +465,5 @@ def test_queued_max_requests_stops_reading_until_a_request_is_answered(
         )
         (busy,) = [c for c in _connections(gateway) if c.info.client_port == port]
         assert busy.inflight == 1  # the ten ApiVersions behind it were not handled
-        assert [_correlation_id(_read_frame(sock)) for _ in range(11)] == list(range(1, 12))
+        assert [_correlation_id(read_frame(sock)) for _ in range(11)] == list(range(1, 12))
     gateway.stop()

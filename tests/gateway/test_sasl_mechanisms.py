@@ -12,20 +12,10 @@ from quotagate.gateway.auth.mechanism import SaslError
 from quotagate.gateway.auth.plain import PlainServer
 from quotagate.gateway.auth.scram import ScramServer
 from quotagate.store.scram import ScramKeys, ScramMechanism, derive_keys
+from support import rfc7677
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512
-
-RFC_CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
-RFC_SERVER_NONCE = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
-RFC_SERVER_FIRST = (
-    b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
-)
-RFC_CLIENT_FINAL = (
-    b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-    b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
-)
-RFC_SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
 
 
 def users(**passwords: str) -> Callable[[str, ScramMechanism], ScramKeys | None]:
@@ -42,16 +32,16 @@ def scram(mechanism: ScramMechanism = SHA256, **passwords: str) -> ScramServer:
 
 
 def test_rfc7677_exchange_byte_for_byte() -> None:
-    keys = derive_keys(SHA256, "pencil", base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ=="), 4096)
+    keys = derive_keys(SHA256, rfc7677.PASSWORD, base64.b64decode(rfc7677.SALT_BASE64), 4096)
     server = ScramServer(
         SHA256,
-        lambda name, mech: keys if (name, mech) == ("user", SHA256) else None,
+        lambda name, mech: keys if (name, mech) == (rfc7677.USER, SHA256) else None,
         decoy_secret=b"k" * 32,
-        nonce_factory=lambda: RFC_SERVER_NONCE,
+        nonce_factory=lambda: rfc7677.SERVER_NONCE,
     )
-    assert server.evaluate(RFC_CLIENT_FIRST) == RFC_SERVER_FIRST
+    assert server.evaluate(rfc7677.CLIENT_FIRST) == rfc7677.SERVER_FIRST
     assert not server.complete
-    assert server.evaluate(RFC_CLIENT_FINAL) == RFC_SERVER_FINAL
+    assert server.evaluate(rfc7677.CLIENT_FINAL) == rfc7677.SERVER_FINAL
     assert server.complete
     assert server.username == "user"
 

@@ -10,10 +10,8 @@ on ``User:alice`` holds alice while bob runs free.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import os
 import shutil
 import socket
 import subprocess
@@ -24,13 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka import TopicPartition as AioTopicPartition
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KpTopicPartition
+from confluent_kafka import Producer
+from kafka import KafkaProducer
 from kafka.errors import KafkaError as KpKafkaError
 from kio.schema.metadata import v12 as metadata_v12
 from kio.schema.sasl_handshake import v0 as handshake_v0
@@ -42,10 +35,19 @@ from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
 from quotagate.protocol import codec
-from quotagate.store.credentials import CredentialStore
 from quotagate.store.quotas import Change
 from support.certificates import CertificateAuthority
+from support.clients import (
+    aiokafka_round_trip,
+    authentication_error,
+    confluent_round_trip,
+    kafka_python_names,
+    kafka_python_round_trip,
+    kafkajs,
+    new_topic,
+)
 from support.gateways import gateway_config
+from support.sasl_users import sasl_users
 
 pytestmark = pytest.mark.integration
 
@@ -62,15 +64,12 @@ def decider(
     tansu: TansuBroker,
 ) -> Iterator[BackgroundGateway]:
     """The upstream that decides: a quotagate terminating SASL against its own users."""
-    users = CredentialStore.open(tmp_path_factory.mktemp("decider") / "users.db")
-    for name, password in PASSWORDS.items():
-        users.set_password(name, password, iterations=4096)
-    yield start_module_gateway(
-        tansu.bootstrap,
-        security_protocol="SASL_PLAINTEXT",
-        authenticator_factory=SaslAuthenticatorFactory(users),
-    )
-    users.close()
+    with sasl_users(tmp_path_factory.mktemp("decider") / "users.db", PASSWORDS) as users:
+        yield start_module_gateway(
+            tansu.bootstrap,
+            security_protocol="SASL_PLAINTEXT",
+            authenticator_factory=SaslAuthenticatorFactory(users),
+        )
 
 
 def gateway_security() -> UpstreamSecurity:
@@ -119,15 +118,10 @@ def passthrough_ssl(
 ) -> tuple[BackgroundGateway, Path]:
     """SASL_SSL passthrough listener; returns it and the CA its clients trust."""
     ca = CertificateAuthority(tmp_path_factory.mktemp("passthrough-ca"))
-    leaf = ca.issue("localhost", dns=("localhost",), ips=("127.0.0.1",))
     front = start_module_gateway(
         str(decider.bootstrap),
         security_protocol="SASL_SSL",
-        listener={
-            "sasl_mode": "passthrough",
-            "ssl_certificate_location": str(leaf.certificate),
-            "ssl_key_location": str(leaf.key),
-        },
+        listener=ca.server().listener_fields(sasl_mode="passthrough"),
         upstream_security=gateway_security(),
     )
     return front, ca.certificate
@@ -152,99 +146,29 @@ def ck_config(
     return config
 
 
-def new_topic(config: dict[str, Any]) -> str:
-    topic = f"pt-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient(config)  # held: a collected client cancels its futures
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    return topic
-
-
 VALUES = [f"passthrough-{i}".encode() for i in range(30)]
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_confluent_kafka(passthrough: BackgroundGateway, wait_for: Any, mechanism: str) -> None:
     config = ck_config(passthrough, "bob", mechanism)
-    topic = new_topic(config)
-    producer = Producer({**config, "acks": "all"})
-    for value in VALUES:
-        producer.produce(topic, value=value)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**config, "group.id": f"g-{topic}"})
-    consumer.assign([CkTopicPartition(topic, 0, 0)])
-    received: list[bytes] = []
-
-    def drained() -> bool:
-        for message in consumer.consume(100, 1.0):
-            assert message.error() is None, message.error()
-            received.append(message.value())
-        return len(received) >= len(VALUES)
-
-    wait_for(drained, 30, "every message back")
-    consumer.close()
+    received = confluent_round_trip(config, new_topic(config, "pt"), VALUES, wait_for)
     assert sorted(received) == sorted(VALUES)
 
 
+@pytest.mark.parametrize(
+    "round_trip", [kafka_python_round_trip, aiokafka_round_trip], ids=["kafka-python", "aiokafka"]
+)
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
-def test_kafka_python(passthrough: BackgroundGateway, mechanism: str) -> None:
-    topic = new_topic(ck_config(passthrough, "bob", mechanism))
-    config = {
-        "bootstrap_servers": str(passthrough.bootstrap),
-        "security_protocol": "SASL_PLAINTEXT",
-        "sasl_mechanism": mechanism,
-        "sasl_plain_username": "bob",
-        "sasl_plain_password": PASSWORDS["bob"],
-    }
-    producer = KafkaProducer(**config, acks="all")
-    for future in [producer.send(topic, value) for value in VALUES]:
-        future.get(timeout=30)
-    producer.close()
-    consumer = KafkaConsumer(**config, consumer_timeout_ms=10_000)
-    consumer.assign([KpTopicPartition(topic, 0)])
-    consumer.seek_to_beginning()
-    received = []
-    for record in consumer:
-        received.append(record.value)
-        if len(received) == len(VALUES):
-            break
-    consumer.close()
+def test_python_clients(
+    passthrough: BackgroundGateway,
+    mechanism: str,
+    round_trip: Callable[[dict[str, Any], str, list[bytes]], list[bytes]],
+) -> None:
+    topic = new_topic(ck_config(passthrough, "bob", mechanism), "pt")
+    config = kafka_python_names(ck_config(passthrough, "bob", mechanism))
+    received = round_trip(config, topic, VALUES)
     assert sorted(received) == sorted(VALUES)
-
-
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
-def test_aiokafka(passthrough: BackgroundGateway, mechanism: str) -> None:
-    topic = new_topic(ck_config(passthrough, "bob", mechanism))
-    config: dict[str, Any] = {
-        "bootstrap_servers": str(passthrough.bootstrap),
-        "security_protocol": "SASL_PLAINTEXT",
-        "sasl_mechanism": mechanism,
-        "sasl_plain_username": "bob",
-        "sasl_plain_password": PASSWORDS["bob"],
-    }
-
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(**config, acks="all")
-        await producer.start()
-        try:
-            for value in VALUES:
-                await producer.send_and_wait(topic, value)
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(**config)
-        await consumer.start()
-        received: list[bytes] = []
-        try:
-            consumer.assign([AioTopicPartition(topic, 0)])
-            await consumer.seek_to_beginning()
-            while len(received) < len(VALUES):
-                batches = await consumer.getmany(timeout_ms=1000)
-                received += [r.value for rs in batches.values() for r in rs if r.value]
-        finally:
-            await consumer.stop()
-        return received
-
-    assert sorted(asyncio.run(asyncio.wait_for(run(), 60))) == sorted(VALUES)
 
 
 def greedy_rate(config: dict[str, Any], topic: str) -> float:
@@ -266,7 +190,7 @@ def test_alice_is_held_to_her_quota_while_bob_runs_free(
     caplog.set_level(logging.DEBUG, logger="quotagate")
     alice = ck_config(passthrough, "alice", "SCRAM-SHA-512")
     bob = ck_config(passthrough, "bob", "SCRAM-SHA-512")
-    topic = new_topic(bob)
+    topic = new_topic(bob, "pt")
     bob_rate = greedy_rate(bob, topic)
     alice_rate = greedy_rate(alice, topic)
     print(f"alice {alice_rate:.0f} B/s, bob {bob_rate:.0f} B/s, quota {QUOTA} B/s")
@@ -280,20 +204,9 @@ def test_alice_is_held_to_her_quota_while_bob_runs_free(
 def test_a_wrong_password_is_an_authentication_failure_at_the_client(
     passthrough: BackgroundGateway, wait_for: Any, mechanism: str
 ) -> None:
-    errors: list[KafkaError] = []
-    producer = Producer(
-        {**ck_config(passthrough, "alice", mechanism, "wrong-pw"), "error_cb": errors.append}
-    )
-
-    def refused() -> bool:
-        producer.poll(0.2)
-        return any(e.code() == KafkaError._AUTHENTICATION for e in errors)
-
-    wait_for(refused, 30, "an authentication error")
-    message = next(e.str() for e in errors if e.code() == KafkaError._AUTHENTICATION)
+    message = authentication_error(ck_config(passthrough, "alice", mechanism, "wrong-pw"), wait_for)
     # The upstream's own refusal, as it sent it.
     assert "Authentication failed" in message
-    producer.flush(0)
 
 
 def test_kafka_python_wrong_password(passthrough: BackgroundGateway) -> None:
@@ -314,34 +227,10 @@ def test_confluent_kafka_over_a_sasl_ssl_passthrough_listener(
 ) -> None:
     gateway, ca = passthrough_ssl
     config = ck_config(gateway, "bob", mechanism, ca=ca)
-    topic = new_topic(config)
-    producer = Producer({**config, "acks": "all"})
-    for value in VALUES:
-        producer.produce(topic, value=value)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**config, "group.id": f"g-{topic}"})
-    consumer.assign([CkTopicPartition(topic, 0, 0)])
-    received: list[bytes] = []
-
-    def drained() -> bool:
-        received.extend(m.value() for m in consumer.consume(100, 1.0) if m.error() is None)
-        return len(received) >= len(VALUES)
-
-    wait_for(drained, 30, "every message back")
-    consumer.close()
+    topic = new_topic(config, "pt")
+    received = confluent_round_trip(config, topic, VALUES, wait_for, skip_errors=True)
     assert sorted(received) == sorted(VALUES)
-    errors: list[KafkaError] = []
-    refused = Producer(
-        {**ck_config(gateway, "bob", mechanism, "nope", ca), "error_cb": errors.append}
-    )
-    wait_for(
-        lambda: (
-            refused.poll(0.2) is not None
-            and any(e.code() == KafkaError._AUTHENTICATION for e in errors)
-        ),
-        30,
-        "an authentication error",
-    )
+    authentication_error(ck_config(gateway, "bob", mechanism, "nope", ca), wait_for)
 
 
 # PLAIN only: Debian's kcat runs librdkafka 2.0.2, whose SCRAM client fails now and then on its
@@ -351,7 +240,7 @@ def test_confluent_kafka_over_a_sasl_ssl_passthrough_listener(
 def test_kcat(passthrough: BackgroundGateway, mechanism: str) -> None:
     kcat = shutil.which("kcat")
     assert kcat, "Debian's kcat is not installed: run `make tools` or `apt-get install -y kcat`"
-    topic = new_topic(ck_config(passthrough, "bob", mechanism))
+    topic = new_topic(ck_config(passthrough, "bob", mechanism), "pt")
     common = [
         kcat,
         *("-b", str(passthrough.bootstrap), "-X", "security.protocol=SASL_PLAINTEXT"),
@@ -379,27 +268,15 @@ def test_kcat(passthrough: BackgroundGateway, mechanism: str) -> None:
     assert sorted(consumed.stdout.split()) == sorted(v.decode() for v in VALUES)
 
 
-KAFKAJS = Path(__file__).parents[1] / "clients" / "kafkajs"
-
-
 @pytest.mark.parametrize("mechanism", ["plain", "scram-sha-256", "scram-sha-512"])
 def test_kafkajs(passthrough: BackgroundGateway, mechanism: str) -> None:
-    node = shutil.which("node")
-    assert node, "Node.js is not installed: `make tools`"
-    assert (KAFKAJS / "node_modules" / "kafkajs").is_dir(), "KafkaJS is not installed: `make test`"
     topic = f"pt-kafkajs-{uuid.uuid4().hex[:8]}"
     sasl = {"mechanism": mechanism, "username": "bob", "password": PASSWORDS["bob"]}
-    script = [node, str(KAFKAJS / "matrix.js"), "round-trip"]
-    done = subprocess.run(
-        [*script, str(passthrough.bootstrap), topic, "50", f"group-{topic}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "KAFKAJS_SASL": json.dumps(sasl)},
+    done = kafkajs(
+        *("round-trip", str(passthrough.bootstrap), topic, "50", f"group-{topic}"),
+        env={"KAFKAJS_SASL": json.dumps(sasl)},
     )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {
+    assert done == {
         "created": True,
         "produced": 50,
         "consumed": 50,

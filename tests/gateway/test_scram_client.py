@@ -11,20 +11,10 @@ from quotagate.gateway.auth.mechanism import SaslError
 from quotagate.gateway.auth.scram import ScramServer
 from quotagate.gateway.auth.scram_client import ScramClient, encode_saslname
 from quotagate.store.scram import ScramMechanism, derive_keys
+from support import rfc7677
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512
-
-# RFC 7677 §3.
-RFC_CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
-RFC_SERVER_FIRST = (
-    b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
-)
-RFC_CLIENT_FINAL = (
-    b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-    b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
-)
-RFC_SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
 
 
 def scram(mechanism: ScramMechanism, **passwords: str) -> ScramServer:
@@ -36,10 +26,10 @@ def scram(mechanism: ScramMechanism, **passwords: str) -> ScramServer:
 
 
 def test_rfc7677_exchange_byte_for_byte() -> None:
-    client = ScramClient(SHA256, "user", "pencil", nonce="rOprNGfwEbeRWgbNEkqO")
-    assert client.first() == RFC_CLIENT_FIRST
-    assert client.final(RFC_SERVER_FIRST) == RFC_CLIENT_FINAL
-    client.verify(RFC_SERVER_FINAL)
+    client = ScramClient(SHA256, rfc7677.USER, rfc7677.PASSWORD, nonce=rfc7677.CLIENT_NONCE)
+    assert client.first() == rfc7677.CLIENT_FIRST
+    assert client.final(rfc7677.SERVER_FIRST) == rfc7677.CLIENT_FINAL
+    client.verify(rfc7677.SERVER_FINAL)
     assert client.complete
 
 
@@ -63,9 +53,9 @@ def test_wrong_password_is_refused_by_the_server() -> None:
 
 
 def test_a_server_that_does_not_know_the_password_is_caught() -> None:
-    client = ScramClient(SHA256, "user", "pencil", nonce="rOprNGfwEbeRWgbNEkqO")
+    client = ScramClient(SHA256, rfc7677.USER, rfc7677.PASSWORD, nonce=rfc7677.CLIENT_NONCE)
     client.first()
-    client.final(RFC_SERVER_FIRST)
+    client.final(rfc7677.SERVER_FIRST)
     forged = b"v=" + base64.b64encode(b"\0" * 32)
     with pytest.raises(SaslError, match="server signature"):
         client.verify(forged)
@@ -84,16 +74,16 @@ def test_a_server_that_does_not_know_the_password_is_caught() -> None:
     ],
 )
 def test_hostile_server_first_messages_are_refused(server_first: bytes) -> None:
-    client = ScramClient(SHA256, "user", "pencil", nonce="rOprNGfwEbeRWgbNEkqO")
+    client = ScramClient(SHA256, rfc7677.USER, rfc7677.PASSWORD, nonce=rfc7677.CLIENT_NONCE)
     client.first()
     with pytest.raises(SaslError):
         client.final(server_first)
 
 
 def test_server_error_is_reported() -> None:
-    client = ScramClient(SHA256, "user", "pencil", nonce="rOprNGfwEbeRWgbNEkqO")
+    client = ScramClient(SHA256, rfc7677.USER, rfc7677.PASSWORD, nonce=rfc7677.CLIENT_NONCE)
     client.first()
-    client.final(RFC_SERVER_FIRST)
+    client.final(rfc7677.SERVER_FIRST)
     with pytest.raises(SaslError, match="invalid-proof"):
         client.verify(b"e=invalid-proof")
 

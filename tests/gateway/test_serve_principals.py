@@ -8,14 +8,8 @@ certificate's. Real confluent-kafka clients; the principals are read from serve'
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,42 +19,9 @@ from confluent_kafka.admin import AdminClient
 from quotagate.gateway.embedded import TansuBroker, free_port
 from support.certificates import CertificateAuthority
 from support.oauth import AUDIENCE, ISSUER, IdentityProvider
+from support.served import Served
 
 pytestmark = pytest.mark.integration
-
-
-class Served:
-    """A serve process whose merged output is collected by a thread."""
-
-    def __init__(self, config: Path) -> None:
-        executable = Path(sys.executable).parent / "quotagate"
-        self.process = subprocess.Popen(
-            [str(executable), "serve", "--config", str(config)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            text=True,
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line)
-
-    def output(self) -> str:
-        return "".join(self.lines)
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self._reader.join(10)
 
 
 @pytest.fixture(scope="module")
@@ -165,17 +126,7 @@ def test_ssl_client_certificate_names_the_principal(setup: dict[str, Any]) -> No
 def test_oauthbearer_token_names_the_principal(setup: dict[str, Any]) -> None:
     provider: IdentityProvider = setup["provider"]
     _wait_for_line(setup["served"], "listener_started listener=OAUTH")
-    _metadata(
-        {
-            "bootstrap.servers": f"127.0.0.1:{setup['ports']['oauth']}",
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "OAUTHBEARER",
-            "sasl.oauthbearer.method": "oidc",
-            "sasl.oauthbearer.client.id": "alice",
-            "sasl.oauthbearer.client.secret": "alice-S3cret",
-            "sasl.oauthbearer.token.endpoint.url": provider.token_url,
-        }
-    )
+    _metadata(provider.client_config(f"127.0.0.1:{setup['ports']['oauth']}", "alice"))
     _wait_for_line(setup["served"], "authenticated as User:alice via OAUTHBEARER on listener OAUTH")
     assert "alice-S3cret" not in setup["served"].output()
 

@@ -8,25 +8,21 @@ process's output."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker, free_port
-from quotagate.store.credentials import CredentialStore
 from support.certificates import CertificateAuthority
+from support.clients import authentication_error, confluent_round_trip, new_topic
+from support.sasl_users import sasl_users
+from support.served import Served
 
 pytestmark = pytest.mark.integration
 
@@ -40,27 +36,33 @@ def test_serve_with_a_tls_upstream_an_mtls_listener_and_a_passthrough_listener(
     wait_for: Any,
 ) -> None:
     ca = CertificateAuthority(tmp_path)
-    leaf = ca.issue("localhost", dns=("localhost",))
-    users = CredentialStore.open(tmp_path / "decider.db")
-    for name, password in PASSWORDS.items():
-        users.set_password(name, password, iterations=4096)
-    decider = start_gateway(
-        tansu.bootstrap,
-        security_protocol="SASL_SSL",
-        listener={
-            "ssl_certificate_location": str(leaf.certificate),
-            "ssl_key_location": str(leaf.key),
-            "advertised_host": "localhost",
-        },
-        authenticator_factory=SaslAuthenticatorFactory(users),
-    )
-    port, mtls_port = free_port(), free_port()
+    with sasl_users(tmp_path / "decider.db", PASSWORDS) as users:
+        decider = start_gateway(
+            tansu.bootstrap,
+            security_protocol="SASL_SSL",
+            listener=ca.issue("localhost", dns=("localhost",)).listener_fields(
+                advertised_host="localhost"
+            ),
+            authenticator_factory=SaslAuthenticatorFactory(users),
+        )
+        port, mtls_port = free_port(), free_port()
+        config = _gateway_toml(tmp_path, ca, decider.bootstrap.port, port, mtls_port)
+        output = _serve(config, lambda: _use(ca, port, mtls_port, wait_for))
+    assert "event=upstream_config" in output and "SASL_SSL" in output
+    assert "principal=User:alice" in output
+    assert "event=tls_principal" in output and "principal=User:bob" in output
+    for password in PASSWORDS.values():
+        assert password not in output
+
+
+def _gateway_toml(
+    tmp_path: Path, ca: CertificateAuthority, upstream_port: int, port: int, mtls_port: int
+) -> Path:
     listener_leaf = ca.server("listener")
-    bob = ca.client("CN=bob,OU=eng,O=corp", "bob")
     config = tmp_path / "gateway.toml"
     config.write_text(
         "[upstream]\n"
-        f'bootstrap.servers = "localhost:{decider.bootstrap.port}"\n'
+        f'bootstrap.servers = "localhost:{upstream_port}"\n'
         'security.protocol = "SSL"\n'
         f'ssl.ca.location = "{ca.certificate}"\n'
         'sasl.mechanism = "SCRAM-SHA-512"\n'
@@ -89,77 +91,46 @@ def test_serve_with_a_tls_upstream_an_mtls_listener_and_a_passthrough_listener(
         f'\n[store]\npath = "{tmp_path / "front.db"}"\n',
         encoding="utf-8",
     )
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "quotagate"), "serve", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={
-            **os.environ,
-            "PYTHONUNBUFFERED": "1",
-            "QUOTAGATE_UPSTREAM_PASSWORD": PASSWORDS["gateway"],
-        },
-        text=True,
-    )
+    return config
+
+
+def _serve(config: Path, use: Callable[[], None]) -> str:
+    """``quotagate serve --config`` while ``use()`` runs; all it printed, once stopped."""
+    served = Served(config, env={"QUOTAGATE_UPSTREAM_PASSWORD": PASSWORDS["gateway"]})
     try:
-        client = {
-            "bootstrap.servers": f"127.0.0.1:{port}",
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-512",
-            "sasl.username": "alice",
-            "sasl.password": PASSWORDS["alice"],
-        }
-        admin = AdminClient(client)
-        wait_for(lambda: admin.list_topics(timeout=5).brokers, 60, "metadata through serve")
-        topic = f"serve-{uuid.uuid4().hex[:8]}"
-        for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-            future.result(30)
-        producer = Producer({**client, "acks": "all"})
-        values = [f"v{i}".encode() for i in range(10)]
-        for value in values:
-            producer.produce(topic, value=value)
-        assert producer.flush(30) == 0
-        consumer = Consumer({**client, "group.id": f"g-{topic}"})
-        consumer.assign([CkTopicPartition(topic, 0, 0)])
-        received: list[bytes] = []
-
-        def drained() -> bool:
-            received.extend(m.value() for m in consumer.consume(100, 1.0) if m.error() is None)
-            return len(received) >= len(values)
-
-        wait_for(drained, 30, "every message back")
-        consumer.close()
-        errors: list[KafkaError] = []
-        refused = Producer({**client, "sasl.password": "wrong", "error_cb": errors.append})
-
-        def authentication_failed() -> bool:
-            refused.poll(0.2)
-            return any(e.code() == KafkaError._AUTHENTICATION for e in errors)
-
-        wait_for(authentication_failed, 30, "an authentication failure")
-        refused.flush(0)
-        # The mTLS listener of the same process, through the same secured upstream.
-        by_certificate = Producer(
-            {
-                "bootstrap.servers": f"127.0.0.1:{mtls_port}",
-                "security.protocol": "SSL",
-                "ssl.ca.location": str(ca.certificate),
-                "ssl.certificate.location": str(bob.certificate),
-                "ssl.key.location": str(bob.key),
-                "acks": "all",
-            }
-        )
-        by_certificate.produce(topic, value=b"from bob's certificate")
-        assert by_certificate.flush(30) == 0
+        use()
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            output, _ = process.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            output, _ = process.communicate()
-        users.close()
-    assert "event=upstream_config" in output and "SASL_SSL" in output
-    assert "principal=User:alice" in output
-    assert "event=tls_principal" in output and "principal=User:bob" in output
-    for password in PASSWORDS.values():
-        assert password not in output
+        served.stop()
+    return served.output()
+
+
+def _use(ca: CertificateAuthority, port: int, mtls_port: int, wait_for: Any) -> None:
+    """alice through the passthrough listener (and refused with a wrong password), bob by his
+    certificate through the mTLS listener."""
+    client = {
+        "bootstrap.servers": f"127.0.0.1:{port}",
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": PASSWORDS["alice"],
+    }
+    admin = AdminClient(client)
+    wait_for(lambda: admin.list_topics(timeout=5).brokers, 60, "metadata through serve")
+    topic = new_topic(client, "serve")
+    values = [f"v{i}".encode() for i in range(10)]
+    confluent_round_trip(client, topic, values, wait_for, skip_errors=True)
+    authentication_error({**client, "sasl.password": "wrong"}, wait_for)
+    # The mTLS listener of the same process, through the same secured upstream.
+    bob = ca.client("CN=bob,OU=eng,O=corp", "bob")
+    by_certificate = Producer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{mtls_port}",
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(ca.certificate),
+            "ssl.certificate.location": str(bob.certificate),
+            "ssl.key.location": str(bob.key),
+            "acks": "all",
+        }
+    )
+    by_certificate.produce(topic, value=b"from bob's certificate")
+    assert by_certificate.flush(30) == 0

@@ -4,7 +4,6 @@ throttle_time on responses and KIP-219 channel muting."""
 from __future__ import annotations
 
 import socket
-import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from quotagate.gateway.stage import Stage
 from quotagate.protocol import api_keys, codec
 from quotagate.protocol.host_port import HostPort
 from quotagate.protocol.throttle_time import get_throttle_time_ms
+from support.raw_socket import connect, read_frame
 
 pytestmark = pytest.mark.integration
 
@@ -82,28 +82,14 @@ def staged(
 
 def _exchange(sock: socket.socket, request: Any, correlation_id: int, client_id: str) -> bytes:
     sock.sendall(codec.encode_request_frame(request, correlation_id, client_id))
-    size = struct.unpack(">i", _read(sock, 4))[0]
-    return struct.pack(">i", size) + _read(sock, size)
-
-
-def _read(sock: socket.socket, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        assert chunk, "connection closed"
-        data += chunk
-    return data
-
-
-def _connect(gateway: BackgroundGateway) -> socket.socket:
-    return socket.create_connection((gateway.bootstrap.host, gateway.bootstrap.port), timeout=30)
+    return read_frame(sock)
 
 
 def test_a_stage_answers_locally_and_its_api_is_advertised(
     staged: tuple[BackgroundGateway, QuotaLikeStage],
 ) -> None:
     gateway, stage = staged
-    with _connect(gateway) as sock:
+    with connect(gateway) as sock:
         versions = codec.decode_response(
             _exchange(
                 sock,
@@ -142,7 +128,7 @@ def test_throttle_time_is_written_and_the_channel_muted(
     request = MetadataRequest(
         topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
     )
-    with _connect(gateway) as sock:
+    with connect(gateway) as sock:
         first = _exchange(sock, request, 1, "slow")
         answered = time.monotonic()
         assert get_throttle_time_ms(first, 3, 12) == THROTTLE_MS
@@ -150,7 +136,7 @@ def test_throttle_time_is_written_and_the_channel_muted(
         second = _exchange(sock, request, 2, "slow")
         assert time.monotonic() - answered >= THROTTLE_MS / 1000 * 0.9
         assert get_throttle_time_ms(second, 3, 12) == THROTTLE_MS
-    with _connect(gateway) as sock:
+    with connect(gateway) as sock:
         assert get_throttle_time_ms(_exchange(sock, request, 1, "fast"), 3, 12) == 0
 
 

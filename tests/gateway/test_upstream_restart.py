@@ -97,14 +97,13 @@ def test_clients_survive_an_upstream_restart(
         wait_for(consume_until(before), 60, "messages produced before the restart")
 
         broker.stop()
-        wait_for(
-            lambda: "upstream connection lost" in caplog.text, 30, "the gateway to notice"
-        )
+        wait_for(lambda: "upstream connection lost" in caplog.text, 30, "the gateway to notice")
         # Drive the clients while the broker is down so they reconnect through the gateway,
         # which keeps failing upstream and backing off.
         wait_for(
-            lambda: "event=upstream_connect_failed" in caplog.text
-            or consumer.consume(10, 0.2) is None,
+            lambda: (
+                "event=upstream_connect_failed" in caplog.text or consumer.consume(10, 0.2) is None
+            ),
             30,
             "reconnect attempts",
         )

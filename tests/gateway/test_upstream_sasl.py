@@ -9,22 +9,20 @@ no password ever appears in a log line.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
-from quotagate.store.credentials import CredentialStore
 from support.certificates import CertificateAuthority
+from support.clients import confluent_round_trip, new_topic
+from support.log_lines import discovery_refusals
+from support.sasl_users import sasl_users
 
 pytestmark = pytest.mark.integration
 
@@ -44,26 +42,21 @@ def deciders(
     ca: CertificateAuthority,
 ) -> Iterator[dict[str, BackgroundGateway]]:
     """Terminate-mode gateways in front of tansu: the upstream that checks passwords."""
-    store = CredentialStore.open(tmp_path_factory.mktemp("decider") / "users.db")
-    store.set_password(GATEWAY_USER, GATEWAY_PASSWORD, iterations=4096)
-    factory = SaslAuthenticatorFactory(store)
-    leaf = ca.issue("localhost", dns=("localhost",))
-    yield {
-        "SASL_PLAINTEXT": start_module_gateway(
-            tansu.bootstrap, security_protocol="SASL_PLAINTEXT", authenticator_factory=factory
-        ),
-        "SASL_SSL": start_module_gateway(
-            tansu.bootstrap,
-            security_protocol="SASL_SSL",
-            listener={
-                "ssl_certificate_location": str(leaf.certificate),
-                "ssl_key_location": str(leaf.key),
-                "advertised_host": "localhost",
-            },
-            authenticator_factory=factory,
-        ),
-    }
-    store.close()
+    passwords = {GATEWAY_USER: GATEWAY_PASSWORD}
+    with sasl_users(tmp_path_factory.mktemp("decider") / "users.db", passwords) as store:
+        factory = SaslAuthenticatorFactory(store)
+        leaf = ca.issue("localhost", dns=("localhost",))
+        yield {
+            "SASL_PLAINTEXT": start_module_gateway(
+                tansu.bootstrap, security_protocol="SASL_PLAINTEXT", authenticator_factory=factory
+            ),
+            "SASL_SSL": start_module_gateway(
+                tansu.bootstrap,
+                security_protocol="SASL_SSL",
+                listener=leaf.listener_fields(advertised_host="localhost"),
+                authenticator_factory=factory,
+            ),
+        }
 
 
 def upstream_spec(
@@ -101,26 +94,10 @@ def test_the_gateway_authenticates_to_its_upstream(
         decider_address(deciders[protocol], protocol),
         upstream_security=upstream_spec(protocol, mechanism, GATEWAY_PASSWORD, ca),
     )
-    bootstrap = str(gateway.bootstrap)
-    topic = f"gw-sasl-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    plain = {"bootstrap.servers": str(gateway.bootstrap)}
+    topic = new_topic(plain, "gw-sasl")
     values = [f"{mechanism}-{i}".encode() for i in range(20)]
-    for value in values:
-        producer.produce(topic, value=value)
-    assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}"})
-    consumer.assign([CkTopicPartition(topic, 0, 0)])
-    received: list[bytes] = []
-
-    def drained() -> bool:
-        received.extend(m.value() for m in consumer.consume(100, 1.0) if m.error() is None)
-        return len(received) >= len(values)
-
-    wait_for(drained, 30, "every message back")
-    consumer.close()
+    received = confluent_round_trip(plain, topic, values, wait_for, skip_errors=True)
     assert sorted(received) == sorted(values)
     # The decider saw the gateway's own principal on the client links.
     assert any(f"principal=User:{GATEWAY_USER}" in r.getMessage() for r in caplog.records)
@@ -147,13 +124,6 @@ def test_a_wrong_password_is_an_authentication_error_every_time(
         ),
     )
 
-    def refusals() -> list[str]:
-        return [
-            r.getMessage()
-            for r in caplog.records
-            if r.levelno >= logging.ERROR and "upstream_discovery_failed" in r.getMessage()
-        ]
-
-    wait_for(lambda: len(refusals()) >= 2, 20, "two refused discovery attempts")
-    assert all("SASL: the broker refused the" in line for line in refusals())
+    wait_for(lambda: len(discovery_refusals(caplog)) >= 2, 20, "two refused discovery attempts")
+    assert all("SASL: the broker refused the" in line for line in discovery_refusals(caplog))
     assert "not-the-Password-42" not in caplog.text

@@ -4,30 +4,27 @@ wrong CA or host name is a clear error, and nothing reaches the upstream in plai
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-import shutil
 import socket
-import subprocess
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka import TopicPartition as AioTopicPartition
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KpTopicPartition
+from confluent_kafka import Producer
 
 from quotagate.fleet.topic_log import TopicLog
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import LOOPBACK
+from support.clients import (
+    aiokafka_round_trip,
+    confluent_round_trip,
+    kafka_python_round_trip,
+    kafkajs,
+    new_topic,
+    topic_log_round_trip,
+)
 from support.tls_proxy import TlsUpstream
 
 pytestmark = pytest.mark.integration
@@ -35,13 +32,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsUpstream]:
-    tls = TlsUpstream(tmp_path_factory.mktemp("tls-upstream"))
-    tls.tansu.start()
-    try:
-        with tls.proxy:
-            yield tls
-    finally:
-        tls.tansu.stop()
+    with TlsUpstream(tmp_path_factory.mktemp("tls-upstream")) as tls:
+        yield tls
 
 
 @pytest.fixture(scope="module")
@@ -52,82 +44,24 @@ def tls_gateway(
 
 
 def create_topic(bootstrap: str) -> str:
-    topic = f"tls-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
-        future.result(30)
-    return topic
+    return new_topic({"bootstrap.servers": bootstrap}, "tls")
 
 
 VALUES = [f"over-tls-{i}".encode() for i in range(50)]
 
 
-def confluent_round_trip(bootstrap: str, topic: str, wait_for: Any) -> list[bytes]:
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
-    for value in VALUES:
-        producer.produce(topic, value=value)
-    assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}"})
-    consumer.assign([CkTopicPartition(topic, 0, 0)])
-    received: list[bytes] = []
-
-    def drained() -> bool:
-        for message in consumer.consume(100, 1.0):
-            assert message.error() is None, message.error()
-            received.append(message.value())
-        return len(received) >= len(VALUES)
-
-    wait_for(drained, 30, "every message back")
-    consumer.close()
-    return received
-
-
-def kafka_python_round_trip(bootstrap: str, topic: str, wait_for: Any) -> list[bytes]:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    for future in [producer.send(topic, value) for value in VALUES]:
-        future.get(timeout=30)
-    producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=10_000)
-    consumer.assign([KpTopicPartition(topic, 0)])
-    consumer.seek_to_beginning()
-    received = []
-    for record in consumer:
-        received.append(record.value)
-        if len(received) == len(VALUES):
-            break
-    consumer.close()
-    return received
-
-
-def aiokafka_round_trip(bootstrap: str, topic: str, wait_for: Any) -> list[bytes]:
-    async def run() -> list[bytes]:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-        await producer.start()
-        try:
-            for value in VALUES:
-                await producer.send_and_wait(topic, value)
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
-        await consumer.start()
-        received: list[bytes] = []
-        try:
-            consumer.assign([AioTopicPartition(topic, 0)])
-            await consumer.seek_to_beginning()
-            while len(received) < len(VALUES):
-                batches = await consumer.getmany(timeout_ms=1000)
-                received += [r.value for records in batches.values() for r in records if r.value]
-        finally:
-            await consumer.stop()
-        return received
-
-    return asyncio.run(asyncio.wait_for(run(), 60))
+def confluent(bootstrap: str, topic: str, wait_for: Any) -> list[bytes]:
+    return confluent_round_trip({"bootstrap.servers": bootstrap}, topic, VALUES, wait_for)
 
 
 CLIENTS: dict[str, Callable[[str, str, Any], list[bytes]]] = {
-    "confluent-kafka": confluent_round_trip,
-    "kafka-python": kafka_python_round_trip,
-    "aiokafka": aiokafka_round_trip,
+    "confluent-kafka": confluent,
+    "kafka-python": lambda bootstrap, topic, _: kafka_python_round_trip(
+        {"bootstrap_servers": bootstrap}, topic, VALUES
+    ),
+    "aiokafka": lambda bootstrap, topic, _: aiokafka_round_trip(
+        {"bootstrap_servers": bootstrap}, topic, VALUES
+    ),
 }
 
 
@@ -195,9 +129,7 @@ def test_turning_host_name_checks_off_reaches_it_by_address(
         upstream_security=upstream.security(**{"ssl.endpoint.identification.algorithm": ""}),
     )
     bootstrap = str(gateway.bootstrap)
-    assert sorted(confluent_round_trip(bootstrap, create_topic(bootstrap), wait_for)) == sorted(
-        VALUES
-    )
+    assert sorted(confluent(bootstrap, create_topic(bootstrap), wait_for)) == sorted(VALUES)
 
 
 def test_nothing_is_sent_in_plaintext(
@@ -251,46 +183,20 @@ def test_the_fleet_topics_run_over_the_tls_upstream(upstream: TlsUpstream) -> No
     """The store's and usage exchange's librdkafka clients get the same spec, translated."""
     topic = f"_quotagate.tls-{uuid.uuid4().hex[:8]}.config"
     config = upstream.security().librdkafka_config()
-    writer = TopicLog(upstream.bootstrap, topic, topic_config={}, client_config=config)
-    writer.start_in_thread(lambda key, value: None)
-    try:
-        writer.append_and_wait(b"k", b"over tls")
-    finally:
-        writer.close_in_thread()
-    seen: list[tuple[bytes | None, bytes | None]] = []
-    reader = TopicLog(upstream.bootstrap, topic, topic_config={}, client_config=config)
-    reader.start_in_thread(lambda key, value: seen.append((key, value)))
-    reader.close_in_thread()
+    seen = topic_log_round_trip(upstream.bootstrap, topic, config, b"k", b"over tls")
     assert seen == [(b"k", b"over tls")]
 
 
 def test_kafkajs_through_a_tls_upstream(tls_gateway: BackgroundGateway) -> None:
-    kafkajs = Path(__file__).parents[1] / "clients" / "kafkajs"
-    node = shutil.which("node")
-    assert node, "Node.js is not installed: `make tools`"
-    assert (kafkajs / "node_modules" / "kafkajs").is_dir(), "KafkaJS is not installed: `make test`"
     topic = f"tls-kafkajs-{uuid.uuid4().hex[:8]}"
-    script = [node, str(kafkajs / "matrix.js"), "round-trip"]
-    done = subprocess.run(
-        [*script, str(tls_gateway.bootstrap), topic, "50", f"group-{topic}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["exactlyOnce"] is True
+    done = kafkajs("round-trip", str(tls_gateway.bootstrap), topic, "50", f"group-{topic}")
+    assert done["exactlyOnce"] is True
 
 
 @pytest.fixture(scope="module")
 def mtls_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsUpstream]:
-    tls = TlsUpstream(tmp_path_factory.mktemp("mtls-upstream"), mtls=True)
-    tls.tansu.start()
-    try:
-        with tls.proxy:
-            yield tls
-    finally:
-        tls.tansu.stop()
+    with TlsUpstream(tmp_path_factory.mktemp("mtls-upstream"), mtls=True) as tls:
+        yield tls
 
 
 def test_an_upstream_demanding_a_client_certificate(
@@ -306,9 +212,7 @@ def test_an_upstream_demanding_a_client_certificate(
     )
     gateway = start_gateway(mtls_upstream.bootstrap, upstream_security=with_certificate)
     bootstrap = str(gateway.bootstrap)
-    assert sorted(confluent_round_trip(bootstrap, create_topic(bootstrap), wait_for)) == sorted(
-        VALUES
-    )
+    assert sorted(confluent(bootstrap, create_topic(bootstrap), wait_for)) == sorted(VALUES)
     topic = f"_quotagate.mtls-{uuid.uuid4().hex[:8]}"
     log = TopicLog(
         mtls_upstream.bootstrap,

@@ -36,9 +36,7 @@ def _round_trip(response: object, api_key: int, version: int) -> object:
 
 def test_metadata_brokers_are_all_rewritten() -> None:
     brokers = tuple(
-        metadata.MetadataResponseBroker(
-            node_id=BrokerId(n), host=h, port=i32(p), rack=f"rack-{n}"
-        )
+        metadata.MetadataResponseBroker(node_id=BrokerId(n), host=h, port=i32(p), rack=f"rack-{n}")
         for n, (h, p) in UPSTREAM.items()
     )
     response = _round_trip(

@@ -98,4 +98,3 @@ def test_api_table_facts_from_the_spec() -> None:
     assert not api_table.client_self_throttles(48, 1)  # DescribeClientQuotas: never
     assert api_table.has_throttle_time(48, 0)
     assert not api_table.has_throttle_time(17, 1)  # SaslHandshake has none
-

@@ -45,47 +45,69 @@ def _check(manager: ClientQuotaManager, steps: list[Step], now: int) -> None:
 def test_quota_config_precedence() -> None:
     manager = ClientQuotaManager("produce")
     for user, client, value in [
-        (DEFAULT, None, 1000), (None, DEFAULT, 2000), (DEFAULT, DEFAULT, 3000),
-        ("userA", None, 4000), ("userA", "client1", 5000), ("userB", None, 6000),
-        ("userB", "client1", 7000), ("userB", DEFAULT, 8000), ("userC", None, 10000),
+        (DEFAULT, None, 1000),
+        (None, DEFAULT, 2000),
+        (DEFAULT, DEFAULT, 3000),
+        ("userA", None, 4000),
+        ("userA", "client1", 5000),
+        ("userB", None, 6000),
+        ("userB", "client1", 7000),
+        ("userB", DEFAULT, 8000),
+        ("userC", None, 10000),
         (None, "client1", 9000),
     ]:
         manager.update_quota(user, client, value)
     now = T0
-    _check(manager, [
-        ("userA", "client1", 5000, 4500, False, ("userA", "client1")),
-        ("userA", "client2", 4000, 4500, True, ("userA", "")),
-        ("userA", "client3", 4000, 0, True, ("userA", "")),
-        ("userA", "client1", 5000, 0, False, ("userA", "client1")),
-        ("userB", "client1", 7000, 8000, True, ("userB", "client1")),
-        ("userB", "client2", 8000, 7000, False, ("userB", "client2")),
-        ("userB", "client3", 8000, 7000, False, ("userB", "client3")),
-        ("userD", "client1", 3000, 3500, True, ("userD", "client1")),
-        ("userD", "client2", 3000, 2500, False, ("userD", "client2")),
-        ("userE", "client1", 3000, 2500, False, ("userE", "client1")),
-    ], now)
+    _check(
+        manager,
+        [
+            ("userA", "client1", 5000, 4500, False, ("userA", "client1")),
+            ("userA", "client2", 4000, 4500, True, ("userA", "")),
+            ("userA", "client3", 4000, 0, True, ("userA", "")),
+            ("userA", "client1", 5000, 0, False, ("userA", "client1")),
+            ("userB", "client1", 7000, 8000, True, ("userB", "client1")),
+            ("userB", "client2", 8000, 7000, False, ("userB", "client2")),
+            ("userB", "client3", 8000, 7000, False, ("userB", "client3")),
+            ("userD", "client1", 3000, 3500, True, ("userD", "client1")),
+            ("userD", "client2", 3000, 2500, False, ("userD", "client2")),
+            ("userE", "client1", 3000, 2500, False, ("userE", "client1")),
+        ],
+        now,
+    )
     manager.update_quota(DEFAULT, DEFAULT, None)
-    _check(manager, [
-        ("userD", "client1", 1000, 0, False, ("userD", "")),
-        ("userE", "client4", 1000, 1500, True, ("userE", "")),
-        ("userF", "client4", 1000, 800, False, ("userF", "")),
-        ("userF", "client5", 1000, 800, True, ("userF", "")),
-    ], now)
+    _check(
+        manager,
+        [
+            ("userD", "client1", 1000, 0, False, ("userD", "")),
+            ("userE", "client4", 1000, 1500, True, ("userE", "")),
+            ("userF", "client4", 1000, 800, False, ("userF", "")),
+            ("userF", "client5", 1000, 800, True, ("userF", "")),
+        ],
+        now,
+    )
     manager.update_quota(DEFAULT, None, None)
-    _check(manager, [
-        ("userF", "client4", 2000, 0, False, ("", "client4")),
-        ("userF", "client5", 2000, 0, False, ("", "client5")),
-        ("userF", "client5", 2000, 2500, True, ("", "client5")),
-        ("userG", "client5", 2000, 0, True, ("", "client5")),
-    ], now)
+    _check(
+        manager,
+        [
+            ("userF", "client4", 2000, 0, False, ("", "client4")),
+            ("userF", "client5", 2000, 0, False, ("", "client5")),
+            ("userF", "client5", 2000, 2500, True, ("", "client5")),
+            ("userG", "client5", 2000, 0, True, ("", "client5")),
+        ],
+        now,
+    )
     manager.update_quota("userA", None, 8000)
     manager.update_quota("userA", "client1", 10000)
-    _check(manager, [
-        ("userA", "client2", 8000, 0, False, ("userA", "")),
-        ("userA", "client2", 8000, 4500, True, ("userA", "")),
-        ("userA", "client1", 10000, 0, False, ("userA", "client1")),
-        ("userA", "client1", 10000, 6000, True, ("userA", "client1")),
-    ], now)
+    _check(
+        manager,
+        [
+            ("userA", "client2", 8000, 0, False, ("userA", "")),
+            ("userA", "client2", 8000, 4500, True, ("userA", "")),
+            ("userA", "client1", 10000, 0, False, ("userA", "client1")),
+            ("userA", "client1", 10000, 6000, True, ("userA", "client1")),
+        ],
+        now,
+    )
     manager.update_quota("userA", "client1", None)
     _check(manager, [("userA", "client6", 8000, 0, True, ("userA", ""))], now)
     manager.update_quota("userA", "client6", 11000)

@@ -13,8 +13,9 @@ def test_round_trip() -> None:
         [
             QuotaFileEntry({"user": "alice", "client-id": None}, {"producer_byte_rate": 1048576}),
             QuotaFileEntry({"user": None}, {"controller_mutation_rate": 2.5}),
-            QuotaFileEntry({"client-id": "etl"}, {"consumer_byte_rate": 2e6,
-                                                  "request_percentage": 50.0}),
+            QuotaFileEntry(
+                {"client-id": "etl"}, {"consumer_byte_rate": 2e6, "request_percentage": 50.0}
+            ),
         ],
         {"controller.quota.window.num": 20},
     )

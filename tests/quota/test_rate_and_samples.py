@@ -54,8 +54,19 @@ def test_rate_is_consistent_after_the_first_window() -> None:
         now += step
         stat.record(config, 1, now)
     now += 101
-    expected = [10.909, 10.842, 10.778, 10.722, 10.674, 10.632, 10.595, 10.561, 10.532,
-                10.505, 10.481]
+    expected = [
+        10.909,
+        10.842,
+        10.778,
+        10.722,
+        10.674,
+        10.632,
+        10.595,
+        10.561,
+        10.532,
+        10.505,
+        10.481,
+    ]
     measured = []
     for step in steps:
         now += step
@@ -116,8 +127,13 @@ def test_time_windowing() -> None:
 
 def test_old_data_has_no_effect() -> None:
     config = MetricConfig(samples=2, time_window_ms=100)
-    stats = {"max": Max(), "min": Min(), "avg": Avg(), "count": WindowedCount(),
-             "sum": WindowedSum()}
+    stats = {
+        "max": Max(),
+        "min": Min(),
+        "avg": Avg(),
+        "count": WindowedCount(),
+        "sum": WindowedSum(),
+    }
     for stat in stats.values():
         stat.record(config, 50, T0)
     for name in ("max", "min", "avg"):

@@ -45,10 +45,7 @@ class _Reference:
         if not self.samples:
             self.samples.append(_Sample(self.initial, now_ms))
         sample = self.samples[self.current]
-        if (
-            now_ms - sample.start >= config.time_window_ms
-            or sample.count >= config.event_window
-        ):
+        if now_ms - sample.start >= config.time_window_ms or sample.count >= config.event_window:
             self.current = (self.current + 1) % (config.samples + 1)
             if self.current >= len(self.samples):
                 self.samples.append(_Sample(self.initial, now_ms))

@@ -130,7 +130,6 @@ def test_throttle_time_needs_a_rate() -> None:
         bounded_throttle_time(QuotaViolation(metric, 2, 1), 10, T0)
 
 
-
 def test_peek_reads_what_measure_would_without_its_side_effects() -> None:
     config = MetricConfig(samples=2, time_window_ms=1000, quota=Quota.upper_bound(10))
     stat = Rate()

@@ -192,3 +192,34 @@ def test_migrate_needs_a_kafka_destination(tmp_path: Path) -> None:
     assert result.exit_code == 2
     text = " ".join(result.output.replace("│", " ").split())
     assert 'set backend = "kafka"' in text
+
+
+def test_tenant_settings_are_shared_and_migrated(tansu: TansuBroker, tmp_path: Path) -> None:
+    """``tenant.mapping.rules`` and ``quota.exempt.principals`` (issue 25): text settings that
+    every process of a fleet reads, that ``store migrate`` copies, and that a delete removes."""
+    rules = "RULE:user:^(.*)-svc$/$1/"
+    sqlite = QuotaStore.open(tmp_path / "q.db")
+    assert sqlite.text_setting("tenant.mapping.rules") is None
+    assert sqlite.set_text_setting("tenant.mapping.rules", rules, "User:admin", "test")
+    assert not sqlite.set_text_setting("tenant.mapping.rules", rules, "User:admin", "test")
+    assert sqlite.set_text_setting("quota.exempt.principals", "User:canary", "User:a", "test")
+    sqlite.close()
+    topic = f"_cfg-{uuid.uuid4().hex[:8]}"
+    config = tmp_path / "q.toml"
+    config.write_text(
+        f'[upstream]\nbootstrap.servers = "{tansu.bootstrap}"\n'
+        f'[store]\nbackend = "kafka"\ntopic = "{topic}"\npath = "{tmp_path / "q.db"}"\n'
+    )
+    result = CliRunner().invoke(app, ["store", "migrate", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    settings = _settings(tansu, topic)
+    first, second = open_quota_store(settings), open_quota_store(settings)
+    try:
+        assert first.text_setting("tenant.mapping.rules") == rules
+        assert first.text_setting("quota.exempt.principals") == "User:canary"
+        assert first.set_text_setting("tenant.mapping.rules", None, "User:admin", "test")
+        _eventually(lambda: second.text_setting("tenant.mapping.rules") is None, "the second store")
+        assert second.text_setting("quota.exempt.principals") == "User:canary"
+    finally:
+        first.close()
+        second.close()

@@ -10,6 +10,7 @@ import datetime
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -24,6 +25,14 @@ class Leaf:
     combined: Path
     """Certificate then key in one PEM file (what haproxy's ``crt`` takes)."""
     der: bytes
+
+    def listener_fields(self, **extra: Any) -> dict[str, Any]:
+        """ListenerConfig fields of a TLS listener serving this certificate, and ``extra``."""
+        return {
+            "ssl_certificate_location": str(self.certificate),
+            "ssl_key_location": str(self.key),
+            **extra,
+        }
 
 
 def _name(common_name: str) -> x509.Name:

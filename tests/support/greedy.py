@@ -1,5 +1,6 @@
 """Greedy confluent-kafka producers side by side, and the produce rate a gateway's usage
-events show for each."""
+events show for each; ``assert_alice_held_while_bob_runs_free`` is the race most quota tests
+run, whatever names the two clients (a password, a certificate, a token)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pyarrow.dataset as ds
 from confluent_kafka import Producer
 
 from quotagate.protocol import api_keys
+from quotagate.store.quotas import Change
+from support.clients import new_topic
 
 VALUE: Final = b"v" * 4000
 OUTSTANDING: Final = 64  # records held ready beyond what the quota lets through
@@ -91,3 +94,22 @@ def assert_held(rate: float, quota: float) -> None:
     only shows the client was not over-throttled: a greedy client sharing two cores with an
     unthrottled one, the gateway and the broker loses time it cannot make up, so it is wider."""
     assert 0.85 * quota <= rate <= 1.05 * quota, rate / quota
+
+
+def assert_alice_held_while_bob_runs_free(
+    gateway: Any, configs: Mapping[str, dict[str, Any]], usage: Path, quota: float
+) -> list[dict[str, Any]]:
+    """``configs`` of ``alice`` and ``bob`` :func:`race` on a topic of their own through
+    ``gateway`` (a quota gateway of tests/enforcement/conftest.py writing usage events to
+    ``usage``) with a ``producer_byte_rate`` of ``quota`` on ``User:alice`` only: alice is
+    held to it, bob runs past 1.5 x. The gateway is stopped (its usage flushed); returns its
+    usage rows."""
+    gateway.runtime.alter_client_quotas(
+        [Change({"user": "alice"}, "producer_byte_rate", float(quota))], "test", "test"
+    )
+    measured_from = race(configs, new_topic(configs["bob"], "race"))
+    gateway.stop()
+    rows = usage_rows(usage)
+    assert_held(measured_rate(rows, "User:alice", measured_from), quota)
+    assert measured_rate(rows, "User:bob", measured_from) > 1.5 * quota
+    return rows

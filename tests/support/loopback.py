@@ -14,6 +14,7 @@ import struct
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
 from quotagate.protocol import codec
+from support.raw_socket import read_frame
 
 API_VERSIONS_FRAME = codec.encode_request_frame(ApiVersionsRequest(), 1, "loopback")
 
@@ -31,10 +32,8 @@ def api_versions(sock: socket.socket) -> bool:
     A timeout (no answer, not closed) raises ``TimeoutError``."""
     try:
         sock.sendall(API_VERSIONS_FRAME)
-        header = _read(sock, 4)
-        (size,) = struct.unpack(">i", header)
-        _read(sock, size)
-    except (ConnectionError, EOFError):
+        read_frame(sock)
+    except ConnectionError:
         return False
     return True
 
@@ -64,13 +63,3 @@ async def answered_async(source: str, host: str, port: int, timeout_s: float) ->
     finally:
         if writer is not None:
             writer.close()
-
-
-def _read(sock: socket.socket, count: int) -> bytes:
-    data = b""
-    while len(data) < count:
-        chunk = sock.recv(count - len(data))
-        if not chunk:
-            raise EOFError("closed")
-        data += chunk
-    return data

@@ -4,7 +4,11 @@
 and ``/token`` (OAuth 2 client credentials, RFC 6749 §4.4: HTTP Basic or form client
 authentication, answering a signed JWT whose ``sub`` is the client id and whose ``scope`` is
 the one asked for). ``mint`` signs tokens with any claims, for the refusals a real provider
-would not issue.
+would not issue (``REFUSED_TOKENS``).
+
+Also what a test needs around it: the listener fields of a gateway that validates its tokens,
+client configs for librdkafka (its own OIDC flow, or a token handed over as it is), and the
+check that no secret and no part of a token reached a log.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -84,6 +88,38 @@ class IdentityProvider:
                 payload[name] = value
         return jwt.encode(payload, signer.private, "RS256", headers={"kid": signer.key_id})
 
+    def validating_listener(self) -> dict[str, Any]:
+        """ListenerConfig fields of an OAUTHBEARER listener validating this provider's tokens
+        (KIP-768: its JWKS, audience and issuer)."""
+        return {
+            "sasl_enabled_mechanisms": ("OAUTHBEARER",),
+            "oauthbearer_jwks_endpoint_url": self.jwks_url,
+            "oauthbearer_expected_audience": (AUDIENCE,),
+            "oauthbearer_expected_issuer": ISSUER,
+        }
+
+    def client_config(self, bootstrap: str, client: str) -> dict[str, Any]:
+        """librdkafka fetching its tokens from the token endpoint as ``client``
+        (``sasl.oauthbearer.method=oidc``), over SASL_PLAINTEXT."""
+        return {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.client.id": client,
+            "sasl.oauthbearer.client.secret": self.clients[client],
+            "sasl.oauthbearer.token.endpoint.url": self.token_url,
+        }
+
+    def assert_not_logged(self, log: str, *tokens: str) -> None:
+        """No client secret, and no part of any token issued or of ``tokens``, in ``log``."""
+        assert log, "nothing was logged: the search below would prove nothing"
+        for secret in self.clients.values():
+            assert secret not in log
+        for token in (*self.issued, *tokens):
+            for section in token.split("."):
+                assert section not in log  # neither the token nor any part of it
+
     @contextmanager
     def serving(self) -> Iterator[IdentityProvider]:
         provider = self
@@ -146,3 +182,25 @@ class IdentityProvider:
             self._server.shutdown()
             self._server.server_close()
             thread.join(10)
+
+
+def handing_over(bootstrap: str, token: str) -> dict[str, Any]:
+    """librdkafka presenting ``token`` as it is (it sends what ``oauth_cb`` gives)."""
+
+    def oauth_cb(_config: str) -> tuple[str, float]:
+        return token, time.time() + 3600
+
+    return {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "oauth_cb": oauth_cb,
+    }
+
+
+REFUSED_TOKENS: dict[str, Callable[[IdentityProvider], str]] = {
+    "expired": lambda p: p.mint("alice", issued_at=time.time() - 7200, expires_in=3600),
+    "wrong audience": lambda p: p.mint("alice", audience="web"),
+    "bad signature": lambda p: p.mint("alice", key=SigningKey(p.key.key_id)),
+}
+"""Tokens a validating listener must refuse, each minted by the provider for ``alice``."""

@@ -7,13 +7,12 @@ so that clients following metadata stay on TLS.
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
-import time
 from pathlib import Path
-from types import TracebackType
 
 from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from quotagate.gateway.lifecycle import Lifecycle
+from quotagate.gateway.local_process import terminate, wait_until_accepting
 from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
 from support.certificates import CertificateAuthority, Leaf
 
@@ -27,7 +26,7 @@ def haproxy_binary() -> str:
     return path
 
 
-class TlsProxy:
+class TlsProxy(Lifecycle):
     """haproxy on ``port`` (TLS, ``certificate``: certificate and key in one PEM) → ``backend``."""
 
     def __init__(
@@ -71,43 +70,21 @@ class TlsProxy:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"haproxy exited: {self._log.read_text()[-2000:]}")
-            try:
-                with socket.create_connection((LOOPBACK, self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.02)
+        if wait_until_accepting(self._process, LOOPBACK, self.port, timeout_s):
+            return
+        if self._process.poll() is not None:
+            raise RuntimeError(f"haproxy exited: {self._log.read_text()[-2000:]}")
         self.stop()
         raise RuntimeError("haproxy did not accept connections in time")
 
     def stop(self) -> None:
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-    def __enter__(self) -> TlsProxy:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
+        terminate(process, 10)
 
 
-class TlsUpstream:
-    """tansu behind haproxy; ``mtls``: haproxy demands a client certificate from our CA."""
+class TlsUpstream(Lifecycle):
+    """tansu behind haproxy; ``mtls``: haproxy demands a client certificate from our CA.
+    ``with TlsUpstream(…) as upstream:`` runs both."""
 
     def __init__(self, directory: Path, mtls: bool = False) -> None:
         self.ca = CertificateAuthority(directory)
@@ -122,6 +99,20 @@ class TlsUpstream:
     @property
     def bootstrap(self) -> str:
         return f"localhost:{self.proxy.port}"
+
+    def start(self) -> None:
+        self.tansu.start()
+        try:
+            self.proxy.start()
+        except BaseException:
+            self.tansu.stop()
+            raise
+
+    def stop(self) -> None:
+        try:
+            self.proxy.stop()
+        finally:
+            self.tansu.stop()
 
     def security(self, ca: Path | None = None, **extra: str) -> UpstreamSecurity:
         return parse_upstream_security(

@@ -15,20 +15,27 @@ from typing import Annotated, Any, Final
 import typer
 from typer.core import TyperCommand
 
-ENTITY_TYPES: Final = {"users": "user", "clients": "client-id", "ips": "ip"}
-"""kafka-configs' entity type names → KIP-546's."""
+ENTITY_TYPES: Final = {
+    "users": "user",
+    "clients": "client-id",
+    "ips": "ip",
+    "client-id-prefix": "client-id-prefix",
+    "tenant": "tenant",
+}
+"""kafka-configs' entity type names → KIP-546's; ``client-id-prefix`` is Redpanda's (as
+``rpk``), ``tenant`` quotagate's (docs/quotas.md, "Tenants")."""
 _RAW_ARGS: Final = "quotagate.raw_args"
 
 _TYPE_HELP: Final = (
-    "users, clients or ips; repeat for a combined entity, each followed by its --entity-name "
-    "or --entity-default: --entity-type users --entity-name alice --entity-type clients "
-    "--entity-default."
+    "users, clients, ips, client-id-prefix or tenant; repeat for a combined entity, each "
+    "followed by its --entity-name or --entity-default: --entity-type users --entity-name "
+    "alice --entity-type clients --entity-default."
 )
 EntityType = Annotated[
     list[str] | None,
     typer.Option(
         "--entity-type",
-        metavar="users|clients|ips",
+        metavar="users|clients|ips|client-id-prefix|tenant",
         help=_TYPE_HELP,
         rich_help_panel="Entity (as kafka-configs)",
     ),
@@ -38,7 +45,8 @@ EntityName = Annotated[
     typer.Option(
         "--entity-name",
         metavar="NAME",
-        help="Name of the entity of the --entity-type before it (a user, a client id, an IP).",
+        help="Name of the entity of the --entity-type before it (a user, a client id, an IP, "
+        "a client id prefix, a tenant).",
         rich_help_panel="Entity (as kafka-configs)",
     ),
 ]

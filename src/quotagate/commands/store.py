@@ -16,7 +16,7 @@ from quotagate.store.backends import (
     open_credentials,
     open_quota_store,
 )
-from quotagate.store.quotas import Change
+from quotagate.store.quotas import TEXT_SETTINGS, Change
 
 app = typer.Typer(help="The gateway's store: quotas, thresholds and credentials.")
 
@@ -88,6 +88,11 @@ def _copy(origin: StoreSettings, destination: StoreSettings) -> dict[str, tuple[
             new_quotas.set_topic_threshold(topic, value, "quotagate", MIGRATION)
             for topic, value in thresholds.items()
         ]
+        # The tenant settings (issue 25) count with the thresholds: the store's settings.
+        for name in TEXT_SETTINGS:
+            text = old_quotas.text_setting(name)
+            if text is not None:
+                moved.append(new_quotas.set_text_setting(name, text, "quotagate", MIGRATION))
         threshold_counts = (sum(moved), len(moved) - sum(moved))
     finally:
         old_quotas.close()

@@ -44,6 +44,7 @@ from quotagate.protocol import api_keys, api_table, removed_versions
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.headers import HeaderError, response_body_offset
 from quotagate.protocol.kio_nested import build
+from quotagate.quota import QuotaManagers
 
 _INT16 = Struct(">h")
 _INT32_MAX: Final = 2_147_483_647
@@ -76,13 +77,15 @@ class FetchQuotaStage(Stage):
     def on_request(self, exchange: Exchange) -> None:
         managers = self._managers
         if not (
-            managers.fetch.quotas_enabled
-            or managers.request.quotas_enabled
+            managers.fetch_or_request_enabled
             or self._shadow.active  # a shadow fetch quota must tell follower fetches apart
         ):
             return
         ticket = self._ticket(exchange)
         applies = managers.fetch.quota_applies(ticket.user, ticket.client_id)
+        tenants = managers.tenant_level(ticket.tenant)
+        if not applies and tenants is not None:
+            applies = tenants.fetch.quota_applies(ticket.tenant, "")
         if refuse_unmodelled(exchange, applies):
             return
         if api_table.is_removed(api_keys.FETCH, exchange.api_version):
@@ -99,7 +102,7 @@ class FetchQuotaStage(Stage):
         if int(replica_id) >= 0:
             ticket.follower_fetch = True
             return
-        cap = managers.fetch.max_value_in_quota_window(ticket.user, ticket.client_id)
+        cap = _fetch_cap(managers, ticket)
         max_bytes = int(request.max_bytes)
         if cap < max_bytes:
             capped = min(int(cap), _INT32_MAX)  # Java's saturating Double.toInt
@@ -141,8 +144,7 @@ class FetchQuotaStage(Stage):
                 )
             )
             return
-        fetch = self._managers.fetch
-        cap = fetch.max_value_in_quota_window(ticket.user, ticket.client_id)
+        cap = _fetch_cap(self._managers, ticket)
         if cap < request.max_bytes:
             capped = min(int(cap), _INT32_MAX)
             exchange.replace_request_frame(
@@ -158,6 +160,15 @@ class FetchQuotaStage(Stage):
         if frame is None or ticket is None or ticket.follower_fetch:
             return
         ticket.fetch_bytes = kafka_fetch_size(frame, exchange.api_version)
+
+
+def _fetch_cap(managers: QuotaManagers, ticket: QuotaTicket) -> float:
+    """Kafka's cap on a consumer fetch (one quota window's worth), the lower of both levels."""
+    cap = managers.fetch.max_value_in_quota_window(ticket.user, ticket.client_id)
+    tenants = managers.tenant_level(ticket.tenant)
+    if tenants is not None:
+        cap = min(cap, tenants.fetch.max_value_in_quota_window(ticket.tenant, ""))
+    return cap
 
 
 def _empty_removed(exchange: Exchange, throttle_ms: int) -> bytes:

@@ -77,6 +77,9 @@ class ControllerMutationStage(Stage):
             return
         ticket = self._ticket(exchange)
         applies = self._managers.controller.quota_applies(ticket.user, ticket.client_id)
+        tenants = self._managers.tenant_level(ticket.tenant)
+        if not applies and tenants is not None:
+            applies = tenants.controller.quota_applies(ticket.tenant, "")
         if refuse_unmodelled(exchange, applies):
             return
         removed = api_table.is_removed(api_key, exchange.api_version)

@@ -59,9 +59,12 @@ class ProduceQuotaStage(Stage):
     def on_request(self, exchange: Exchange) -> None:
         ticket = self._ticket(exchange)
         header = exchange.header
+        managers = self._managers
+        tenants = managers.tenant_level(ticket.tenant)
         applies = (
-            self._managers.produce.quota_applies(ticket.user, ticket.client_id)
+            managers.produce.quota_applies(ticket.user, ticket.client_id)
             or self._topics.applies
+            or (tenants is not None and tenants.produce.quota_applies(ticket.tenant, ""))
         )
         if refuse_unmodelled(exchange, applies) or header.body_offset < 0:
             return  # closed, or a version newer than the gateway knows, unbounded: forwarded
@@ -69,7 +72,7 @@ class ProduceQuotaStage(Stage):
         ticket.acks = exchange.acks
         charging = ticket.charging(header.api_key, header.api_version)
         facts = ticket.facts(charging, header.api_key, header.api_version)
-        ticket.admission = admit(self._managers, facts)
+        ticket.admission = admit(managers, facts)
         refused, wait_ms = self._topics.check(
             ticket.topics, ticket.now_ms, ticket.client_id, exchange.principal
         )

@@ -275,11 +275,15 @@ class QuotaRuntime:
     def _open_ticket(self, exchange: Exchange) -> QuotaTicket:
         now_ms = self.stamps.stamp(exchange.connection.connection_id, exchange.received_ms)
         self.last_now_ms = max(self.last_now_ms, now_ms)
+        user = principal_user(exchange.connection.principal)
+        client_id = exchange.header.client_id or ""
+        mapper = self.store_sync.tenant_mapper
         ticket = QuotaTicket(
             now_ms,
-            principal_user(exchange.connection.principal),
-            exchange.header.client_id or "",
+            user,
+            client_id,
             len(exchange.request_frame) - 4,
+            mapper.tenant(user, client_id) if mapper.rules else "",
         )
         exchange.put(TICKET_KEY, ticket)
         self.clients[exchange.connection.connection_id] = (ticket.user, ticket.client_id)

@@ -11,6 +11,8 @@ Kafka's broker property names where Kafka has one::
     "num.partitions" = 3                     # CreateTopics with -1 partitions (else learned)
     "topic.bytes.in.mode" = "reject"         # or "throttle"
     "total.bytes.in.per.sec.threshold" = 10485760   # used until one is set in the store
+    "tenant.mapping.rules" = "RULE:user:^(.*)-svc$/$1/"   # used until one is set in the store
+    "quota.exempt.principals" = ["User:canary"]           # used until one is set in the store
 
     [usage]
     path = "usage"                           # Parquet root; relative to the working directory
@@ -29,6 +31,7 @@ from typing import Any, Final
 
 from quotagate.fleet.settings import FleetSettings
 from quotagate.gateway import ConfigError, GatewayConfig, KeySpec, integer, parse_section
+from quotagate.security.tenant_mapping import InvalidRuleError, TenantMapper
 
 QUOTAS_SECTION: Final = "quotas"
 USAGE_SECTION: Final = "usage"
@@ -56,6 +59,8 @@ class QuotaSettings:
     num_partitions: int | None = None
     topic_bytes_in_mode: str = REJECT
     total_bytes_in_threshold: float | None = None
+    tenant_mapping_rules: str | None = None
+    exempt_principals: frozenset[str] | None = None
     usage: UsageSettings = field(default_factory=UsageSettings)
 
     @classmethod
@@ -126,6 +131,22 @@ def _path(key: str, value: Any) -> Path:
     return Path(value)
 
 
+def _tenant_rules(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f'{key} must be a string, e.g. {key} = "RULE:user:^(.*)-svc$/$1/"')
+    try:
+        TenantMapper.from_rules(value)
+    except InvalidRuleError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
+    return value
+
+
+def _exempt_principals(key: str, value: Any) -> frozenset[str]:
+    if value == []:
+        return frozenset()
+    return _principals(key, value)
+
+
 _QUOTA_KEYS: Final[dict[str, KeySpec]] = {
     "quota.window.num": ("window_num", integer(1)),
     "quota.window.size.seconds": ("window_size_s", integer(1)),
@@ -135,6 +156,8 @@ _QUOTA_KEYS: Final[dict[str, KeySpec]] = {
     "num.partitions": ("num_partitions", integer(1)),
     "topic.bytes.in.mode": ("topic_bytes_in_mode", _mode),
     "total.bytes.in.per.sec.threshold": ("total_bytes_in_threshold", _positive),
+    "tenant.mapping.rules": ("tenant_mapping_rules", _tenant_rules),
+    "quota.exempt.principals": ("exempt_principals", _exempt_principals),
 }
 
 

@@ -196,6 +196,7 @@ def shadow_facts(
         counts,
         request_time_ns,
         True,
+        ticket.tenant,
     )
 
 

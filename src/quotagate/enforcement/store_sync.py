@@ -5,6 +5,11 @@ start, when another process wrote, and at every housekeeping tick), and applies 
 writes the gateway answers itself (AlterClientQuotas, thresholds through
 IncrementalAlterConfigs) to both at once. ``connection_creation_rate`` quotas of ip entities
 are not request quotas: they go to the gateway's connection limits once attached.
+
+Also the tenant settings (issue 25): ``tenant.mapping.rules`` (which tenant a request
+belongs to: :attr:`QuotaStoreSync.tenant_mapper`) and ``quota.exempt.principals`` (on the
+managers), stored as text settings so a fleet shares them; the config file's values hold
+until the store has one, and again once it is deleted, as for the total threshold.
 """
 
 from __future__ import annotations
@@ -19,8 +24,15 @@ from quotagate.gateway import ConnectionLimits
 from quotagate.logs import kv
 from quotagate.quota import QuotaManagers, TopicBytesInQuota
 from quotagate.quota.shadow_keys import is_shadow_key, live_key
+from quotagate.security.tenant_mapping import InvalidRuleError, TenantMapper
 from quotagate.store.backends import QuotaBackend
-from quotagate.store.quotas import Change, EntityKey, entity_key
+from quotagate.store.quotas import (
+    EXEMPT_PRINCIPALS_SETTING,
+    TENANT_MAPPING_RULES_SETTING,
+    Change,
+    EntityKey,
+    entity_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +59,14 @@ class QuotaStoreSync:
         self.connections: ConnectionLimits | None = None
         """The gateway's connection quotas, once attached (ip ``connection_creation_rate``)."""
         self._store_version: int | None = None
+        self.tenant_mapper = TenantMapper()
+        """``tenant.mapping.rules`` in force: the tenant of each (user, client id)."""
+        self._rules_text: str | None = None
+        self.exempt_principals: tuple[str, ...] = ()
         if store is not None:
             self.reload()
+        else:
+            self._load_tenancy()
 
     def reload(self) -> None:
         """Bring the managers and thresholds in line with the store (another process wrote)."""
@@ -85,6 +103,68 @@ class QuotaStoreSync:
                 quota.set_total_threshold(total)
             except ValueError as exc:
                 log.warning(kv("threshold_not_applied", topic="<total>", error=exc))
+        self._load_tenancy()
+
+    # -- tenants and exemptions --------------------------------------------------------------
+
+    def _load_tenancy(self) -> None:
+        store = self.store
+        rules = store.text_setting(TENANT_MAPPING_RULES_SETTING) if store is not None else None
+        if rules is None:
+            rules = self.settings.tenant_mapping_rules
+        self._use_rules(rules)
+        exempt = store.text_setting(EXEMPT_PRINCIPALS_SETTING) if store is not None else None
+        if exempt is None:
+            self._use_exempt(sorted(self.settings.exempt_principals or ()))
+            return
+        try:
+            self._use_exempt(parse_principal_list(exempt))
+        except ValueError as exc:
+            log.error(kv("exempt_principals_not_applied", error=exc))
+
+    def _use_rules(self, text: str | None) -> None:
+        if text == self._rules_text:
+            return
+        try:
+            mapper = TenantMapper.from_rules(text)
+        except InvalidRuleError as exc:
+            # Only a store written by something else can hold such rules: keep those in force.
+            log.error(kv("tenant_rules_not_applied", error=exc))
+            return
+        self.tenant_mapper = mapper
+        self._rules_text = text
+        log.info(kv("tenant_rules_in_force", rules=str(mapper) or "<none>"))
+
+    def _use_exempt(self, principals: list[str]) -> None:
+        if tuple(principals) == self.exempt_principals:
+            return
+        self.exempt_principals = tuple(principals)
+        self.managers.set_exempt_principals(principals)
+        log.info(kv("exempt_principals_in_force", principals=",".join(principals) or "<none>"))
+
+    def set_tenant_rules(self, text: str | None, principal: str) -> None:
+        """Store new rules (None: back to the config file's); raises ``InvalidRuleError``."""
+        TenantMapper.from_rules(text)
+        if self.store is not None:
+            self.store.set_text_setting(
+                TENANT_MAPPING_RULES_SETTING, text, principal, "IncrementalAlterConfigs"
+            )
+            self._store_version = self.store.data_version()
+        log.info(kv("tenant_rules_changed", rules=text, principal=principal))
+        self._use_rules(text if text is not None else self.settings.tenant_mapping_rules)
+
+    def set_exempt_principals(self, principals: list[str] | None, principal: str) -> None:
+        """Store the exempt principals (None: back to the config file's)."""
+        text = None if principals is None else ",".join(principals)
+        if self.store is not None:
+            self.store.set_text_setting(
+                EXEMPT_PRINCIPALS_SETTING, text, principal, "IncrementalAlterConfigs"
+            )
+            self._store_version = self.store.data_version()
+        log.info(kv("exempt_principals_changed", principals=text, principal=principal))
+        if principals is None:
+            principals = sorted(self.settings.exempt_principals or ())
+        self._use_exempt(principals)
 
     def store_changed(self) -> None:
         store = self.store
@@ -178,6 +258,20 @@ class QuotaStoreSync:
         if self.store is not None:
             self.store.close()
             self.store = None
+
+
+def parse_principal_list(text: str) -> list[str]:
+    """``User:a,User:b`` (how kafka-configs sends ``[User:a,User:b]``) as a list; raises
+    ``ValueError`` naming what is not a principal."""
+    principals = [part.strip() for part in text.split(",") if part.strip()]
+    for principal in principals:
+        kind, sep, name = principal.partition(":")
+        if not (kind and sep and name):
+            raise ValueError(
+                f"{principal!r} is not a principal: write TYPE:NAME, e.g. "
+                f"{EXEMPT_PRINCIPALS_SETTING}=[User:canary,User:cruise-control]"
+            )
+    return principals
 
 
 def _entity_text(entity: Mapping[str, str | None]) -> str:

@@ -99,11 +99,12 @@ class ResponseThrottle:
         """Whether deciding could record or throttle: a request-time quota is configured (it
         records every request, exempt or not), a fetch quota has a fetch to record, or a quota
         charged on arrival throttled."""
+        managers = self.managers
         return (
-            self.managers.request.quotas_enabled
+            managers.request_enabled
             or ticket.produce_ms > 0
             or ticket.topic_bytes_in_ms > 0
-            or (ticket.fetch_bytes >= 0 and self.managers.fetch.quotas_enabled)
+            or (ticket.fetch_bytes >= 0 and managers.fetch_enabled)
             or ticket.mutation_quota is not None
         )
 

@@ -51,7 +51,8 @@ class QuotaTicket:
     ``fetch_bytes`` the fetch response's size as the fetch quota counts it (-1: not a counted
     fetch); ``fetch_empty`` builds the empty fetch response that replaces a throttled one;
     ``topics`` are a Produce's record bytes or a mutation's partition mutations per topic;
-    ``error_code`` the first error the gateway itself imposed.
+    ``error_code`` the first error the gateway itself imposed; ``tenant`` the request's
+    tenant (``tenant.mapping.rules``), "" for none.
     """
 
     __slots__ = (
@@ -67,17 +68,21 @@ class QuotaTicket:
         "now_ms",
         "partition_mutations",
         "request_bytes",
+        "tenant",
         "topic_bytes_in_ms",
         "topics",
         "user",
         "validate_only",
     )
 
-    def __init__(self, now_ms: int, user: str, client_id: str, request_bytes: int) -> None:
+    def __init__(
+        self, now_ms: int, user: str, client_id: str, request_bytes: int, tenant: str = ""
+    ) -> None:
         self.now_ms = now_ms
         self.user = user
         self.client_id = client_id
         self.request_bytes = request_bytes
+        self.tenant = tenant
         self.acks: int | None = None
         self.follower_fetch = False
         self.validate_only = False
@@ -141,6 +146,7 @@ class QuotaTicket:
             mutation_counts,
             request_time_ns,
             self.fetch_empty is not None,
+            self.tenant,
         )
 
     def gateway_throttles(self) -> tuple[tuple[Cause, int], ...]:
@@ -197,6 +203,7 @@ class QuotaTicket:
             throttle_ms,
             _CAUSE_TEXT[cause],  # throttle_cause
             self.error_code,
+            self.tenant,
             shadow_throttle_ms,  # null: no shadow quota was set
         )
 

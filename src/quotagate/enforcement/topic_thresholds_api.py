@@ -7,6 +7,12 @@ takes them out of the request before anything reaches the upstream, applies and 
 resource with other configs too is forwarded without the threshold, only if the threshold
 part succeeded, so one resource's change stays all-or-nothing. Only super users may change
 thresholds.
+
+The broker resource also carries the tenant settings (issue 25), the way ``kafka-configs
+--entity-type brokers --entity-default --alter --add-config`` sends them:
+``tenant.mapping.rules`` (SET validates the rules first, DELETE goes back to the config
+file's) and ``quota.exempt.principals`` (a list: SET, DELETE, and APPEND/SUBTRACT add or
+remove principals, as for Kafka's list configs).
 """
 
 from __future__ import annotations
@@ -19,16 +25,20 @@ from typing import Any, ClassVar, Final
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.store_sync import parse_principal_list
 from quotagate.gateway import Exchange, Stage, StateKey, modelled_request
 from quotagate.protocol import api_table
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.quota.topic_bytes_in import TOPIC_THRESHOLD_KEY, TOTAL_THRESHOLD_KEY, ThresholdError
+from quotagate.security.tenant_mapping import InvalidRuleError, TenantMapper
+from quotagate.store.quotas import EXEMPT_PRINCIPALS_SETTING, TENANT_MAPPING_RULES_SETTING
 
 INCREMENTAL_ALTER_CONFIGS: Final = 44
 TOPIC_RESOURCE: Final = 2
 BROKER_RESOURCE: Final = 4
-_SET, _DELETE = 0, 1
+_SET, _DELETE, _APPEND, _SUBTRACT = 0, 1, 2, 3
+_TENANCY_KEYS: Final = frozenset({TENANT_MAPPING_RULES_SETTING, EXEMPT_PRINCIPALS_SETTING})
 _LOCAL_KEY: Final = StateKey[list[Any]]("thresholds.local")
 _ORDER_KEY: Final = StateKey[list[Any]]("thresholds.order")
 
@@ -50,8 +60,8 @@ class TopicThresholdsApiStage(Stage):
         forwarded: list[Any] = []
         local: list[tuple[Any, int, str | None]] = []
         for resource in request.resources:
-            ours_key = _our_key(int(resource.resource_type))
-            ours = [c for c in resource.configs if ours_key and c.name == ours_key]
+            our_keys = _our_keys(int(resource.resource_type))
+            ours = [c for c in resource.configs if c.name in our_keys]
             if not ours:
                 forwarded.append(resource)
                 continue
@@ -105,6 +115,62 @@ class TopicThresholdsApiStage(Stage):
             if topic_resource:
                 return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+        tenancy = [c for c in ours if c.name in _TENANCY_KEYS]
+        thresholds = [c for c in ours if c.name not in _TENANCY_KEYS]
+        try:
+            rules, exempt = self._plan_tenancy(tenancy)
+        except ValueError as error:
+            return ErrorCode.INVALID_CONFIG, str(error)
+        if thresholds:
+            code, message = self._apply_threshold(exchange, resource, thresholds, validate_only)
+            if code:
+                return code, message
+        if not validate_only:
+            principal = exchange.principal or ""
+            if rules is not _UNCHANGED:
+                self._store.set_tenant_rules(rules, principal)
+            if exempt is not _UNCHANGED:
+                self._store.set_exempt_principals(exempt, principal)
+        return 0, None
+
+    def _plan_tenancy(self, configs: list[Any]) -> tuple[Any, Any]:
+        """The new rules and exempt list (``_UNCHANGED`` when not named; None: deleted),
+        validated; raises ``ValueError`` with the message for INVALID_CONFIG."""
+        rules: Any = _UNCHANGED
+        exempt: Any = _UNCHANGED
+        for config in configs:
+            operation = int(config.config_operation)
+            value = config.value
+            if config.name == TENANT_MAPPING_RULES_SETTING:
+                if operation == _DELETE:
+                    rules = None
+                elif operation == _SET:
+                    try:
+                        TenantMapper.from_rules(value or "")
+                    except InvalidRuleError as error:
+                        raise ValueError(f"{config.name}: {error}") from None
+                    rules = value or ""
+                else:
+                    raise ValueError(f"{config.name} only supports SET and DELETE")
+                continue
+            current = list(self._store.exempt_principals) if exempt is _UNCHANGED else exempt
+            named = parse_principal_list(value or "")
+            if operation == _SET:
+                exempt = named
+            elif operation == _DELETE:
+                exempt = None
+            elif operation == _APPEND:
+                exempt = (current or []) + [p for p in named if p not in (current or [])]
+            elif operation == _SUBTRACT:
+                exempt = [p for p in current or [] if p not in named]
+            else:
+                raise ValueError(f"{config.name}: unknown operation {operation}")
+        return rules, exempt
+
+    def _apply_threshold(
+        self, exchange: Exchange, resource: Any, ours: list[Any], validate_only: bool
+    ) -> tuple[int, str | None]:
+        topic_resource = int(resource.resource_type) == TOPIC_RESOURCE
         config = ours[-1]
         operation = int(config.config_operation)
         value: float | None
@@ -148,12 +214,17 @@ class TopicThresholdsApiStage(Stage):
         )
 
 
-def _our_key(resource_type: int) -> str | None:
+_UNCHANGED: Final = object()
+_TOPIC_KEYS: Final = frozenset({TOPIC_THRESHOLD_KEY})
+_BROKER_KEYS: Final = frozenset({TOTAL_THRESHOLD_KEY}) | _TENANCY_KEYS
+
+
+def _our_keys(resource_type: int) -> frozenset[str]:
     if resource_type == TOPIC_RESOURCE:
-        return TOPIC_THRESHOLD_KEY
+        return _TOPIC_KEYS
     if resource_type == BROKER_RESOURCE:
-        return TOTAL_THRESHOLD_KEY
-    return None
+        return _BROKER_KEYS
+    return frozenset()
 
 
 def _key(resource: Any) -> tuple[int, str]:

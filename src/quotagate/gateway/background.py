@@ -6,19 +6,19 @@ import asyncio
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
-from types import TracebackType
 
 import uvloop
 
 from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.config import GatewayConfig
+from quotagate.gateway.lifecycle import Lifecycle
 from quotagate.gateway.plugin import Plugin
 from quotagate.gateway.server import Gateway
 from quotagate.gateway.stage import Stage
 from quotagate.protocol.host_port import HostPort
 
 
-class BackgroundGateway:
+class BackgroundGateway(Lifecycle):
     def __init__(
         self,
         config: GatewayConfig,
@@ -86,15 +86,3 @@ class BackgroundGateway:
             self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join(timeout_s)
         self._thread = None
-
-    def __enter__(self) -> BackgroundGateway:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()

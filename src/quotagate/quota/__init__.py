@@ -28,6 +28,7 @@ from quotagate.quota.decision import (
 )
 from quotagate.quota.entity import (
     DEFAULT,
+    ClientIdPrefix,
     EntityName,
     QuotaEntity,
     SharingKey,
@@ -65,6 +66,7 @@ __all__ = [
     "Avg",
     "Cause",
     "Charging",
+    "ClientIdPrefix",
     "ClientQuotaFilter",
     "ClientQuotaManager",
     "ControllerMutationQuota",

@@ -49,6 +49,14 @@ class ControllerMutationQuota:
     def record(self, partitions: float, now_ms: int) -> None:
         """Charge ``partitions`` mutations; a strict quota raises ``ThrottlingQuotaExceeded``."""
 
+    def check(self, now_ms: int) -> None:
+        """What a strict quota's ``record`` checks first: raise ``ThrottlingQuotaExceeded``
+        while the bucket is already negative (nothing for the others)."""
+
+    def record_checked(self, partitions: float, now_ms: int) -> None:
+        """``record`` once :meth:`check` passed (or must be ignored): never raises."""
+        self.record(partitions, now_ms)
+
     def throttle_time(self, now_ms: int) -> int:
         return 0
 
@@ -83,6 +91,16 @@ class StrictControllerMutationQuota(_BoundedQuota):
             self._note_violation(violation, now_ms)
             raise ThrottlingQuotaExceeded(to_int32(self._last_throttle_ms)) from None
 
+    def check(self, now_ms: int) -> None:
+        try:
+            self._sensor.check_quotas(now_ms)
+        except QuotaViolation as violation:
+            self._note_violation(violation, now_ms)
+            raise ThrottlingQuotaExceeded(to_int32(self._last_throttle_ms)) from None
+
+    def record_checked(self, partitions: float, now_ms: int) -> None:
+        self._sensor.record(partitions, now_ms, check_quotas=False)
+
     @property
     def is_exceeded(self) -> bool:
         return self._last_throttle_ms > 0
@@ -94,6 +112,46 @@ class PermissiveControllerMutationQuota(_BoundedQuota):
             self._sensor.record(partitions, now_ms)
         except QuotaViolation as violation:
             self._note_violation(violation, now_ms)
+
+
+class HierarchicalMutationQuota(ControllerMutationQuota):
+    """A client's quota and its tenant's, charged together (issue 25): a strict pair admits a
+    topic only while neither bucket is negative, and then charges both; the throttle is the
+    larger of the two."""
+
+    def __init__(self, levels: tuple[ControllerMutationQuota, ...]) -> None:
+        self.levels = levels
+
+    def record(self, partitions: float, now_ms: int) -> None:
+        self.check(now_ms)
+        for level in self.levels:
+            level.record_checked(partitions, now_ms)
+
+    def check(self, now_ms: int) -> None:
+        for level in self.levels:
+            level.check(now_ms)
+
+    def record_checked(self, partitions: float, now_ms: int) -> None:
+        for level in self.levels:
+            level.record_checked(partitions, now_ms)
+
+    def throttle_time(self, now_ms: int) -> int:
+        return max(level.throttle_time(now_ms) for level in self.levels)
+
+    @property
+    def is_exceeded(self) -> bool:
+        return any(level.is_exceeded for level in self.levels)
+
+
+class ExemptMutationQuota(ControllerMutationQuota):
+    """An exempt principal's quota: every mutation charged (metered), none refused nor
+    throttled."""
+
+    def __init__(self, metered: ControllerMutationQuota) -> None:
+        self.metered = metered
+
+    def record(self, partitions: float, now_ms: int) -> None:
+        self.metered.record_checked(partitions, now_ms)
 
 
 class ControllerMutationQuotaManager(ClientQuotaManager):

@@ -15,6 +15,16 @@ in Kafka's order:
    (KIP-219, ties to the request quota), and a throttled fetch's bytes are taken back, since
    its data is not sent.
 
+**Two levels** (issue 25). A request whose facts name a tenant is charged, at every step, to
+its client quota (Kafka's eight levels) and to its tenant's quota (the managers'
+``tenants`` level), each with Kafka's own sensors; a level's throttle is the larger of its
+two, as Kafka takes the larger of the bandwidth and request throttles, so the response still
+carries one throttle and the connection one mute. A strict mutation quota admits a topic
+only while neither level's bucket is negative. A request with no tenant touches the tenant
+level not at all. A principal of ``quota.exempt.principals`` is charged as usual (its usage
+stays visible) but never throttled nor refused by a quota; the gateway's own topic bytes-in
+thresholds still apply to it.
+
 The replay knows every fact of a request at once (a usage event) and calls :func:`decide`
 alone, which admits the request first. The gateway must act between the two steps (cut the
 refused topics out of a request, stop reading from a throttled producer): its stages gather
@@ -31,7 +41,10 @@ from typing import Final
 from quotagate.quota.controller_mutation import (
     THROTTLING_QUOTA_EXCEEDED,
     ControllerMutationQuota,
+    ExemptMutationQuota,
+    HierarchicalMutationQuota,
     ThrottlingQuotaExceeded,
+    UnboundedControllerMutationQuota,
 )
 from quotagate.quota.managers import QuotaManagers
 from quotagate.quota.request_rules import Charging, OtherQuota
@@ -65,7 +78,8 @@ class RequestFacts:
     the request time charged (gateway time, plus upstream time where it counts);
     ``empties_throttled_fetch``: a throttled fetch is answered empty, so its bytes are taken
     back (the gateway cannot build that answer for every version, and then sends the data,
-    charged).
+    charged); ``tenant`` the tenant ``tenant.mapping.rules`` maps the request's user and
+    client id to, "" for none (the usage event's ``tenant``).
     """
 
     __slots__ = (
@@ -79,6 +93,7 @@ class RequestFacts:
         "request_bytes",
         "request_time_ns",
         "response_bytes",
+        "tenant",
         "user",
     )
 
@@ -95,6 +110,7 @@ class RequestFacts:
         mutation_counts: Sequence[int] = (),
         request_time_ns: int = 0,
         empties_throttled_fetch: bool = True,
+        tenant: str = "",
     ) -> None:
         self.charging = charging
         self.user = user
@@ -107,6 +123,7 @@ class RequestFacts:
         self.mutation_counts = mutation_counts
         self.request_time_ns = request_time_ns
         self.empties_throttled_fetch = empties_throttled_fetch
+        self.tenant = tenant
 
 
 class Admission:
@@ -143,20 +160,49 @@ def admit(managers: QuotaManagers, facts: RequestFacts) -> Admission:
     """Step 1, as the request arrives: the produce quota, or the mutation quota topic by topic."""
     other = facts.charging.other
     if other is _PRODUCE_QUOTA:
+        user = facts.user
         throttle_ms = managers.produce.record_and_get_throttle_ms(
-            facts.user, facts.client_id, facts.request_bytes, facts.now_ms
+            user, facts.client_id, facts.request_bytes, facts.now_ms
         )
+        if facts.tenant:
+            tenants = managers.tenants
+            if tenants is not None:
+                tenant_ms = tenants.produce.record_and_get_throttle_ms(
+                    facts.tenant, "", facts.request_bytes, facts.now_ms
+                )
+                throttle_ms = max(throttle_ms, tenant_ms)
+        if throttle_ms and managers.exempt_users and user in managers.exempt_users:
+            throttle_ms = 0
         # Nearly every produce passes: share one answer rather than make one per request.
         return Admission(throttle_ms) if throttle_ms else NOT_ADMITTED
     if other is _STRICT_MUTATION or other is _PERMISSIVE_MUTATION:
-        now_ms = facts.now_ms
-        quota = managers.controller.new_quota_for(
-            facts.api_key, facts.api_version, facts.user, facts.client_id, now_ms
-        )
-        admitted = admit_mutations(quota, facts.mutation_counts, now_ms)
+        quota = mutation_quota(managers, facts)
+        admitted = admit_mutations(quota, facts.mutation_counts, facts.now_ms)
         error = 0 if all(admitted) else THROTTLING_QUOTA_EXCEEDED
         return Admission(0, quota, admitted, error)
     return NOT_ADMITTED
+
+
+def mutation_quota(managers: QuotaManagers, facts: RequestFacts) -> ControllerMutationQuota:
+    """The request's KIP-599 quota: its client's, joined by its tenant's when it has one,
+    metered only for an exempt principal."""
+    now_ms = facts.now_ms
+    quota = managers.controller.new_quota_for(
+        facts.api_key, facts.api_version, facts.user, facts.client_id, now_ms
+    )
+    tenants = managers.tenants
+    if facts.tenant and tenants is not None:
+        tenant_quota = tenants.controller.new_quota_for(
+            facts.api_key, facts.api_version, facts.tenant, "", now_ms
+        )
+        if not isinstance(tenant_quota, UnboundedControllerMutationQuota):
+            if isinstance(quota, UnboundedControllerMutationQuota):
+                quota = tenant_quota
+            else:
+                quota = HierarchicalMutationQuota((quota, tenant_quota))
+    if managers.exempt_users and facts.user in managers.exempt_users:
+        return ExemptMutationQuota(quota)
+    return quota
 
 
 def decide(
@@ -179,6 +225,13 @@ def decide(
             fetch_ms = managers.fetch.record_and_get_throttle_ms(
                 facts.user, facts.client_id, fetched, facts.now_ms
             )
+            if facts.tenant:
+                tenants = managers.tenants
+                if tenants is not None:
+                    tenant_ms = tenants.fetch.record_and_get_throttle_ms(
+                        facts.tenant, "", fetched, facts.now_ms
+                    )
+                    fetch_ms = max(fetch_ms, tenant_ms)
             if facts.empties_throttled_fetch:
                 taken_back = fetched
         others = ((_FETCH_CAUSE, fetch_ms),)
@@ -191,6 +244,9 @@ def decide(
             others = ((_PRODUCE_CAUSE, admission.throttle_ms),)
         elif quota is not None:
             others = ((_MUTATION_CAUSE, quota.throttle_time(facts.now_ms)),)
+    exempt = bool(managers.exempt_users) and facts.user in managers.exempt_users
+    if exempt:
+        others = ()  # metered above, throttled by no quota
     if gateway_throttles:
         others += gateway_throttles
     throttle_ms, cause = settle(
@@ -202,6 +258,8 @@ def decide(
         others,
         facts.now_ms,
         taken_back,
+        facts.tenant,
+        exempt,
     )
     return throttle_ms, cause, error
 
@@ -236,20 +294,32 @@ def settle(
     others: Iterable[tuple[Cause, int]],
     now_ms: int,
     fetch_bytes: int = -1,
+    tenant: str = "",
+    exempt: bool = False,
 ) -> tuple[int, Cause]:
-    """The KIP-219 step once every other quota has spoken: request time, the winner, the
-    fetch bytes taken back. Returns (throttle ms, cause)."""
+    """The KIP-219 step once every other quota has spoken: request time (on both levels),
+    the winner, the fetch bytes taken back (from both). Returns (throttle ms, cause)."""
     request = managers.request
+    tenants = managers.tenants if tenant else None
     if charging.request_time:
         request_ms = request.record_nanos_and_get_throttle_ms(
             user, client_id, request_time_ns, now_ms
         )
+        if tenants is not None:
+            tenant_ms = tenants.request.record_nanos_and_get_throttle_ms(
+                tenant, "", request_time_ns, now_ms
+            )
+            request_ms = max(request_ms, tenant_ms)
+        if exempt:
+            request_ms = 0
     else:
         request.record_exempt(request_time_ns, now_ms)
         request_ms = 0
     throttle_ms, cause = choose_throttle(request_ms, others)
     if throttle_ms > 0 and fetch_bytes >= 0:
         managers.fetch.unrecord(user, client_id, fetch_bytes, now_ms)
+        if tenants is not None:
+            tenants.fetch.unrecord(tenant, "", fetch_bytes, now_ms)
     return throttle_ms, cause
 
 

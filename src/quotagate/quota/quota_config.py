@@ -3,6 +3,10 @@
 Entities are maps from entity type (``user``, ``client-id``, ``ip``) to a name, where
 ``None`` names the default entity. Errors carry the Kafka error code the admin APIs
 answer with, so the gateway can return them verbatim.
+
+Two entity types are not Kafka's: Redpanda's ``client-id-prefix`` (alone or with a
+``user``; always named: a default prefix would be the default client id) and quotagate's
+``tenant`` (alone; ``<default>`` is the default tenant quota). docs/quotas.md, "Tenants".
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
-from quotagate.quota.entity import DEFAULT, EntityName
+from quotagate.quota.entity import DEFAULT, ClientIdPrefix, EntityName
 from quotagate.quota.java import (
     INT_MAX,
     LONG_MAX,
@@ -28,7 +32,9 @@ from quotagate.quota.shadow_keys import live_key
 USER: Final = "user"
 CLIENT_ID: Final = "client-id"
 IP: Final = "ip"
-ENTITY_TYPES: Final = (USER, CLIENT_ID, IP)
+CLIENT_ID_PREFIX: Final = "client-id-prefix"
+TENANT: Final = "tenant"
+ENTITY_TYPES: Final = (USER, CLIENT_ID, IP, CLIENT_ID_PREFIX, TENANT)
 
 INVALID_REQUEST: Final = 42
 UNSUPPORTED_VERSION: Final = 35
@@ -107,6 +113,7 @@ def validate_entity(entity: Iterable[tuple[str, str | None]]) -> dict[str, str |
             "Invalid quota entity combination, IP entity shouldnot be combined with "
             "User or ClientId"
         )
+    _check_extension_types(result)
     ip = result.get(IP)
     if ip is not None:
         # Kafka also accepts a host name it can resolve; the gateway does no DNS
@@ -116,6 +123,24 @@ def validate_entity(entity: Iterable[tuple[str, str | None]]) -> dict[str, str |
         except ValueError:
             raise QuotaConfigError(f"{ip} is not a valid IP or resolvable host.") from None
     return result
+
+
+def _check_extension_types(entity: Mapping[str, str | None]) -> None:
+    """The combinations of the types that are not Kafka's (KRaft refuses them as unknown)."""
+    if CLIENT_ID_PREFIX in entity:
+        if entity[CLIENT_ID_PREFIX] is None:
+            raise QuotaConfigError(
+                "A client-id-prefix entity needs a prefix; the default client id is "
+                "--entity-type clients --entity-default"
+            )
+        if set(entity) - {USER, CLIENT_ID_PREFIX}:
+            raise QuotaConfigError(
+                "Invalid quota entity combination, client-id-prefix can only be combined with user"
+            )
+    if TENANT in entity and len(entity) > 1:
+        raise QuotaConfigError(
+            "Invalid quota entity combination, tenant cannot be combined with other entity types"
+        )
 
 
 def validate_value(entity: Entity, key: str, value: float) -> None:
@@ -239,7 +264,9 @@ def entity_key(entity: Entity) -> tuple[tuple[str, str | None], ...]:
 
 
 def manager_entity(entity: Entity) -> tuple[EntityName, EntityName]:
-    """The (user, client_id) pair a quota manager takes for a user/client-id entity."""
+    """The (user, client_id) pair a quota manager takes for a user/client-id entity (the
+    client part a :class:`ClientIdPrefix` for a ``client-id-prefix`` one)."""
+    prefix = entity.get(CLIENT_ID_PREFIX)
 
     def part(entity_type: str) -> EntityName:
         if entity_type not in entity:
@@ -247,4 +274,6 @@ def manager_entity(entity: Entity) -> tuple[EntityName, EntityName]:
         name = entity[entity_type]
         return DEFAULT if name is None else name
 
+    if prefix is not None:
+        return part(USER), ClientIdPrefix(prefix)
     return part(USER), part(CLIENT_ID)

@@ -87,7 +87,7 @@ class PrincipalMapper:
     @classmethod
     def from_rules(cls, text: str | None = DEFAULT_RULES) -> PrincipalMapper:
         """Parse ``ssl.principal.mapping.rules``; raises :class:`InvalidRuleError`."""
-        parsed = (_parse(rule) for rule in _split(DEFAULT_RULES if text is None else text))
+        parsed = (_parse(rule) for rule in split_rules(DEFAULT_RULES if text is None else text))
         return cls(tuple(rule for rule in parsed if rule is not None))
 
     def name(self, distinguished_name: str) -> str:
@@ -104,7 +104,8 @@ class PrincipalMapper:
         return f"SslPrincipalMapper(rules = {self._list()})"
 
 
-def _split(text: str) -> list[str]:
+def split_rules(text: str) -> list[str]:
+    """Kafka's splitting of a rule list (empty rules included; the caller skips them)."""
     # Java's String.trim(): every char up to U+0020 at either end.
     trimmed = text.strip("".join(chr(code) for code in range(33)))
     return [match.group(1) for match in _SPLITTER.finditer(trimmed)]
@@ -124,7 +125,12 @@ def _parse(rule: str) -> MappingRule | None:
     source = match.group(2)
     if source is None:
         return None
-    replacement = match.group(4)
+    return compile_rule(rule, source, match.group(4), match.group(6))
+
+
+def compile_rule(rule: str, source: str, replacement: str, case: str) -> MappingRule:
+    """One ``RULE:source/replacement/case`` as Kafka reads it; ``rule`` is the whole text,
+    for messages. Shared with the tenant rules (quotagate.security.tenant_mapping)."""
     try:
         pattern = compile_java(source)
         escaped = _escape_literal_back_references(replacement, pattern.groups)
@@ -136,8 +142,8 @@ def _parse(rule: str) -> MappingRule | None:
         source,
         escaped,
         replacement,
-        lower=match.group(6) == "L",
-        upper=match.group(6) == "U",
+        lower=case == "L",
+        upper=case == "U",
     )
 
 

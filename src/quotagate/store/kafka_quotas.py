@@ -6,6 +6,7 @@ Rows of the replicated table (store/replicated_table.py)::
     ["client_quota", <entity JSON>, <quota key>]  → {"value": 1048576.0, ...}
     ["topic_threshold", <topic>]                   → {"value": ...}
     ["setting", "total.bytes.in.per.sec.threshold"] → {"value": ...}
+    ["text_setting", "tenant.mapping.rules"]        → {"value": "RULE:user:...", ...}
 
 Each value also carries who changed it, through what and when (``principal``, ``source``,
 ``ts_ms``) and the value it replaced (``old``): the audit of a change travels with it, so a
@@ -34,6 +35,7 @@ from quotagate.store.replicated_table import ReplicatedTable
 CLIENT_QUOTA = "client_quota"
 TOPIC_THRESHOLD = "topic_threshold"
 SETTING = "setting"
+TEXT_SETTING = "text_setting"
 _THRESHOLD_KEY = "bytes.in.per.sec.threshold"
 
 
@@ -98,6 +100,28 @@ class KafkaQuotaStore:
         if old == value:
             return False
         self._table.put(key, _row(old, value, principal, source))
+        return True
+
+    # -- text settings ---------------------------------------------------------------------
+
+    def text_setting(self, name: str) -> str | None:
+        row = self._table.get((TEXT_SETTING, name))
+        value = None if row is None else row.get("value")
+        return value if isinstance(value, str) else None
+
+    def set_text_setting(self, name: str, value: str | None, principal: str, source: str) -> bool:
+        key = (TEXT_SETTING, name)
+        old = self.text_setting(name)
+        if old == value:
+            return False
+        row: dict[str, object] = {
+            "value": value,
+            "old": old,
+            "principal": principal,
+            "source": source,
+            "ts_ms": time.time_ns() // 1_000_000,
+        }
+        self._table.put(key, row)
         return True
 
     # -- audit -------------------------------------------------------------------------------

@@ -50,9 +50,20 @@ MIGRATIONS: tuple[str, ...] = (
         new_value   REAL
     )
     """,
+    # Settings whose value is text (tenant.mapping.rules, quota.exempt.principals).
+    """
+    CREATE TABLE IF NOT EXISTS quota_text_settings (
+        name        TEXT PRIMARY KEY,
+        value       TEXT NOT NULL,
+        updated_ms  INTEGER NOT NULL
+    ) WITHOUT ROWID
+    """,
 )
 
 TOTAL_THRESHOLD_SETTING = "total.bytes.in.per.sec.threshold"
+TENANT_MAPPING_RULES_SETTING = "tenant.mapping.rules"
+EXEMPT_PRINCIPALS_SETTING = "quota.exempt.principals"
+TEXT_SETTINGS = (TENANT_MAPPING_RULES_SETTING, EXEMPT_PRINCIPALS_SETTING)
 
 Entity = Mapping[str, str | None]
 EntityKey = tuple[tuple[str, str | None], ...]
@@ -230,6 +241,45 @@ class QuotaStore:
                     )
                 key = TOTAL_THRESHOLD_SETTING if kind == "setting" else "bytes.in.per.sec.threshold"
                 self._audit(now, principal, source, kind, name, key, old, value)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        return True
+
+    # -- text settings ---------------------------------------------------------------------
+
+    def text_setting(self, name: str) -> str | None:
+        """A setting whose value is text (``TEXT_SETTINGS``); None when none is stored."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT value FROM quota_text_settings WHERE name = ?", (name,)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_text_setting(self, name: str, value: str | None, principal: str, source: str) -> bool:
+        """Store (None: remove) a text setting; False when it already was so. Who changed it
+        is logged by the caller: the audit table holds numbers."""
+        del principal, source
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT value FROM quota_text_settings WHERE name = ?", (name,)
+                ).fetchone()
+                if (None if row is None else str(row[0])) == value:
+                    conn.execute("ROLLBACK")
+                    return False
+                if value is None:
+                    conn.execute("DELETE FROM quota_text_settings WHERE name = ?", (name,))
+                else:
+                    conn.execute(
+                        "INSERT INTO quota_text_settings (name, value, updated_ms) VALUES "
+                        "(?, ?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value, "
+                        "updated_ms = excluded.updated_ms",
+                        (name, value, _now_ms()),
+                    )
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise

@@ -8,6 +8,7 @@ Partitioned on disk as ``usage/date=YYYY-MM-DD/hour=HH/``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -39,10 +40,15 @@ USAGE_SCHEMA: Final = pa.schema(
         ("throttle_ms", pa.int32()),
         ("throttle_cause", pa.string()),
         ("error_code", pa.int16()),
+        ("tenant", pa.string()),
         # What the shadow quotas would have throttled (docs/quotas.md); null without any.
         ("shadow_throttle_ms", pa.int32()),
     ]
 )
+
+OPTIONAL_COLUMNS: Final[Mapping[str, object]] = {"tenant": "", "shadow_throttle_ms": None}
+"""Columns added after the first release, with the value files written before them are read
+with: a tenant of "" (none), no shadow throttle (null)."""
 
 USAGE_COLUMNS: Final = tuple(USAGE_SCHEMA.names)
 
@@ -77,6 +83,8 @@ class UsageEvent:
     throttle_ms: int = 0
     throttle_cause: str = ""
     error_code: int = 0
+    tenant: str = ""
+    """The tenant ``tenant.mapping.rules`` mapped the request to; "" for none."""
     shadow_throttle_ms: int | None = None
     """The throttle the shadow quotas would have imposed; None when none was set."""
 

@@ -39,3 +39,25 @@ class MechanismServer(Protocol):
         Raises SaslError when the exchange fails; the server is then unusable.
         """
         ...
+
+
+class SingleUserExchange:
+    """What PLAIN and OAUTHBEARER servers share: complete once they name the user."""
+
+    def __init__(self, mechanism: str) -> None:
+        self._mechanism = mechanism
+        self._username: str | None = None
+
+    @property
+    def mechanism(self) -> str:
+        return self._mechanism
+
+    @property
+    def complete(self) -> bool:
+        return self._username is not None
+
+    @property
+    def username(self) -> str:
+        if self._username is None:
+            raise RuntimeError(f"{self._mechanism} exchange has not completed")
+        return self._username

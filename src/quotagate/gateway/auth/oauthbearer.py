@@ -15,7 +15,7 @@ import time
 from typing import Final, Protocol
 
 from quotagate.gateway.auth.jwks import JwksCache
-from quotagate.gateway.auth.mechanism import SaslError
+from quotagate.gateway.auth.mechanism import SaslError, SingleUserExchange
 from quotagate.logs import kv
 from quotagate.security.oauthbearer import (
     InvalidTokenError,
@@ -60,28 +60,14 @@ class JwksTokenValidator:
         self._keys.close()
 
 
-class OAuthBearerServer:
+class OAuthBearerServer(SingleUserExchange):
     """One OAUTHBEARER exchange; a :class:`~quotagate.gateway.auth.mechanism.MechanismServer`."""
 
     def __init__(self, validator: TokenValidator, peer: str) -> None:
+        super().__init__(OAUTHBEARER)
         self._validator = validator
         self._peer = peer
         self._error: str | None = None
-        self._username: str | None = None
-
-    @property
-    def mechanism(self) -> str:
-        return OAUTHBEARER
-
-    @property
-    def complete(self) -> bool:
-        return self._username is not None
-
-    @property
-    def username(self) -> str:
-        if self._username is None:
-            raise RuntimeError("OAUTHBEARER exchange has not completed")
-        return self._username
 
     def evaluate(self, token: bytes) -> bytes:
         if self._username is not None:

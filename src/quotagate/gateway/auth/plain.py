@@ -4,34 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from quotagate.gateway.auth.mechanism import SaslError
+from quotagate.gateway.auth.mechanism import SaslError, SingleUserExchange
 
 PLAIN = "PLAIN"
 
 PasswordCheck = Callable[[str, str], bool]
 
 
-class PlainServer:
+class PlainServer(SingleUserExchange):
     """Single-token exchange: ``[authzid] NUL authcid NUL passwd``."""
 
     def __init__(self, check_password: PasswordCheck) -> None:
+        super().__init__(PLAIN)
         self._check_password = check_password
-        self._username: str | None = None
         self._done = False
-
-    @property
-    def mechanism(self) -> str:
-        return PLAIN
-
-    @property
-    def complete(self) -> bool:
-        return self._username is not None
-
-    @property
-    def username(self) -> str:
-        if self._username is None:
-            raise RuntimeError("PLAIN exchange has not completed")
-        return self._username
 
     def evaluate(self, token: bytes) -> bytes:
         if self._done:

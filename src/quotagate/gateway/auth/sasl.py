@@ -120,32 +120,29 @@ class SaslAuthenticator:
                 api_version, correlation_id, ErrorCode.illegal_sasl_state
             )
             return AuthResult(response, close=True)
-        self._fail(f"unexpected request api_key={api_key} during SASL {self._state.name.lower()}")
-        return AuthResult(None, close=True)
+        return self._closed(
+            f"unexpected request api_key={api_key} during SASL {self._state.name.lower()}"
+        )
 
     def handle_token(self, token: bytes) -> AuthResult:
         if not self.expects_raw_tokens:
-            self._fail("bare SASL token outside a v0 exchange")
-            return AuthResult(None, close=True)
+            return self._closed("bare SASL token outside a v0 exchange")
         server = self._server
         assert server is not None  # set by the handshake that enabled raw tokens
         try:
             reply = server.evaluate(token)
         except SaslError as failure:
             # Without SaslAuthenticate headers Kafka has no way to say why: it just closes.
-            self._fail(failure.message)
-            return AuthResult(None, close=True)
+            return self._closed(failure.message)
         return AuthResult(with_size_prefix(reply), principal=self._principal_if_complete(server))
 
     def _handshake(self, version: int, correlation_id: int, frame: bytes) -> AuthResult:
         module = _HANDSHAKE_VERSIONS.get(version)
         if module is None:
-            self._fail(f"unsupported SaslHandshake version {version}")
-            return AuthResult(None, close=True)
+            return self._closed(f"unsupported SaslHandshake version {version}")
         request = _decode_request(module.SaslHandshakeRequest, frame)
         if request is None:
-            self._fail("malformed SaslHandshake request")
-            return AuthResult(None, close=True)
+            return self._closed("malformed SaslHandshake request")
         mechanism: str = request.mechanism
         if mechanism not in self._mechanisms:
             self._fail(f"unsupported SASL mechanism {mechanism!r}")
@@ -162,12 +159,10 @@ class SaslAuthenticator:
         module = _AUTHENTICATE_VERSIONS.get(version)
         if module is None:
             # Kafka cannot build an error response for a version it does not know: it closes.
-            self._fail(f"unsupported SaslAuthenticate version {version}")
-            return AuthResult(None, close=True)
+            return self._closed(f"unsupported SaslAuthenticate version {version}")
         request = _decode_request(module.SaslAuthenticateRequest, frame)
         if request is None:
-            self._fail("malformed SaslAuthenticate request")
-            return AuthResult(None, close=True)
+            return self._closed("malformed SaslAuthenticate request")
         server = self._server
         assert server is not None  # set by the handshake
         try:
@@ -249,6 +244,11 @@ class SaslAuthenticator:
             mechanisms=tuple(self._mechanisms if mechanisms is None else mechanisms),
         )
         return _encode_response(module.SaslHandshakeResponse, correlation_id, body)
+
+    def _closed(self, reason: str) -> AuthResult:
+        """Fail, and close the connection without an answer."""
+        self._fail(reason)
+        return AuthResult(None, close=True)
 
     def _fail(self, reason: str) -> None:
         self._state = _State.FAILED
