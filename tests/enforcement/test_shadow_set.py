@@ -104,6 +104,19 @@ def test_metrics_and_top_show_what_the_shadow_would_throttle() -> None:
     assert f"{row.shadow_ratio * 100:.0f}% of 1.0k B/s" in screen
 
 
+def test_a_tenant_can_have_a_shadow_quota() -> None:
+    runtime = QuotaRuntime(QuotaSettings())
+    runtime.alter_client_quotas(
+        [Change({"tenant": "acme"}, "shadow.producer_byte_rate", 1000.0)], "t", "t"
+    )
+    shadow = runtime.response_throttle.shadow
+    assert shadow is not None
+    charging = classify(PRODUCE, 9, acks=1)
+    for tenant, throttled in (("acme", True), ("", False)):
+        facts = RequestFacts(charging, "", f"app-{tenant}", PRODUCE, 9, NOW, 30_000, tenant=tenant)
+        assert (shadow.observe(facts) > 0) is throttled, tenant
+
+
 def test_a_strict_shadow_mutation_quota_counts_the_topics_it_would_refuse() -> None:
     runtime = QuotaRuntime(QuotaSettings())
     runtime.alter_client_quotas(
