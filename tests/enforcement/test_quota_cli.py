@@ -27,7 +27,7 @@ def test_entity_arguments_pair_in_order() -> None:
         parse_entity_args(["--entity-type", "topics", "--entity-name", "x"])
 
 
-@pytest.mark.parametrize("command", ["alter", "describe", "apply", "history"])
+@pytest.mark.parametrize("command", ["alter", "describe", "apply", "promote", "history"])
 def test_help_shows_how_to_name_an_entity_and_the_exit_codes(command: str) -> None:
     result = runner.invoke(app, ["quotas", command, "--help"])
     assert result.exit_code == 0
