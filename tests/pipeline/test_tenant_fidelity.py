@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -34,9 +35,13 @@ from quotagate.enforcement.settings import QuotaSettings, UsageSettings
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.pipeline.quotas import parse_quotas
+from quotagate.pipeline.recommend import RecommendOptions, recommend
 from quotagate.pipeline.replay import replay
 from quotagate.pipeline.replay_core import replay_table
+from quotagate.pipeline.report import ReportInputs, report
+from quotagate.pipeline.rollup import rollup
 from quotagate.pipeline.sharing import replay_groups
+from quotagate.quota import load_quota_file
 from quotagate.usage.schema import USAGE_COLUMNS
 
 RUN_S = 10.0
@@ -168,10 +173,14 @@ def test_replay_with_tenant_quotas_reproduces_the_recorded_throttles(recorded: P
     assert events.num_rows > 800, events.num_rows
     replayed = _replay_by_groups(events, QUOTA_FILE)
     assert replayed.num_rows == events.num_rows
+    # The replay names the level that throttled as the gateway did.
+    same = pc.equal(replayed.column("predicted_cause"), replayed.column("throttle_cause"))
+    assert pc.sum(same.cast(pa.int64())).as_py() >= 0.999 * replayed.num_rows
     team = replayed.filter(pc.equal(replayed.column("tenant"), "team"))
     throttled_causes = set(team.filter(pc.greater(team.column("throttle_ms"), 0))
                            .column("throttle_cause").to_pylist())  # fmt: skip
-    assert {"produce", "fetch"} <= throttled_causes, throttled_causes
+    # Both levels throttled the team: team-a's own quota, the tenant's produce and fetch.
+    assert {"produce", "tenant_produce", "tenant_fetch"} <= throttled_causes, throttled_causes
     agreement = _agreement(replayed)
     print(f"tenant replay: {replayed.num_rows} requests, agreement {agreement:.5f}")
     assert agreement >= 0.999, agreement
@@ -194,3 +203,35 @@ def test_the_spark_replay_deals_a_tenant_to_one_slot(
     print(f"spark tenant replay: {summary}")
     assert summary["events"] > 800, summary
     assert summary["agreement_with_recorded"] >= 0.999, summary
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_rollup_recommend_and_report_per_tenant(
+    recorded: Path, spark: SparkSession, tmp_path: Path
+) -> None:
+    events = ds.dataset(recorded, format="parquet", partitioning="hive").to_table().to_pandas()
+    team = events[events["tenant"] == "team"]
+    summary = rollup(spark, recorded, tmp_path / "rollup", quota_text=QUOTA_FILE)
+    assert summary["tenants"] == 1
+    entities = pd.read_parquet(tmp_path / "rollup" / "tenants" / "entities")
+    produce = entities[entities["quota_type"] == "produce"].iloc[0]
+    # The members' combined usage, its quota, and the throttles the tenant level imposed.
+    assert produce["share_user"] == "team" and produce["members"] == len(MEMBERS)
+    assert produce["total"] == team.loc[team["api_key"] == 0, "request_bytes"].sum()
+    assert produce["quota_limit"] == 150_000
+    tenant_throttled = team[team["throttle_cause"] == "tenant_produce"]
+    assert produce["throttled_requests"] == len(tenant_throttled) > 0
+
+    quota_path = tmp_path / "recommended.toml"
+    result = recommend(spark, tmp_path / "rollup", quota_path, RecommendOptions(headroom=1.5))
+    assert result["tenants"] == 1
+    proposed = [e for e in load_quota_file(quota_path.read_text()).entries if "tenant" in e.entity]
+    assert [e.entity for e in proposed] == [{"tenant": "team"}]
+    # Held to 150 kB/s, the tenant's p99 sustained rate is about that: 1.5 x is above it.
+    assert 150_000 < proposed[0].config["producer_byte_rate"] < 1.5 * 1.2 * 150_000
+
+    page = report(
+        ReportInputs(tmp_path / "rollup", recommendation=quota_path), tmp_path / "r.html"
+    ).read_text()
+    assert "<h2>Tenants</h2>" in page and "<td>team</td>" in page
