@@ -62,7 +62,13 @@ def rollup(
     entities.write.mode("overwrite").parquet(str(out / "entities"))
 
     tenants = tenant_rollup(
-        events, out / TENANTS_DIR, window_s, window_num, quota_file if configured else None
+        events,
+        out / TENANTS_DIR,
+        window_s,
+        window_num,
+        quota_file if configured else None,
+        measures=_measures,
+        entities=_entities,
     )
     span = events.agg(F.min("ts_ms"), F.max("ts_ms"), F.count(F.lit(1))).first()
     per_type = {

@@ -17,6 +17,7 @@ of its combined sustained rate; ``report`` shows the tenants' table.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, cast
 
@@ -33,16 +34,25 @@ TENANTS_DIR: Final = "tenants"
 TENANT_CAUSE_PREFIX: Final = "tenant_"
 
 
+Frames = Callable[["DataFrame"], "DataFrame"]
+
+
 def tenant_rollup(
-    events: DataFrame, out: Path, window_s: int, window_num: int, quota_file: QuotaFile | None
+    events: DataFrame,
+    out: Path,
+    window_s: int,
+    window_num: int,
+    quota_file: QuotaFile | None,
+    *,
+    measures: Frames,
+    entities: Frames,
 ) -> int:
     """Write ``out/windows`` and ``out/entities`` for the events that name a tenant; returns
-    the number of tenants (0: nothing written)."""
+    the number of tenants (0: nothing written). ``measures`` and ``entities``: the client
+    rollup's own (one row per event and quota type charged; percentiles per key), passed in
+    by the rollup, which calls this."""
     from pyspark.sql import Window  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
-
-    # The client rollup's own measures and percentiles (it imports this module).
-    from quotagate.pipeline.rollup import _entities, _measures  # noqa: PLC0415
 
     tenanted = events.where(F.col("tenant") != "")
     names = [row.tenant for row in tenanted.select("tenant").distinct().collect()]
@@ -73,7 +83,7 @@ def tenant_rollup(
         "share_user string, quota_type string, quota_limit double",
     )
     windows = (
-        _measures(keyed)
+        measures(keyed)
         .groupBy(F.col("principal").alias("share_user"), "quota_type", "window_start_ms")
         .agg(
             F.sum("value").alias("value"),
@@ -92,8 +102,8 @@ def tenant_rollup(
     windows.write.mode("overwrite").parquet(str(out / "windows"))
     windows = events.sparkSession.read.parquet(str(out / "windows"))
     members = windows.groupBy("quota_type", "share_user").agg(F.max("members").alias("members"))
-    entities = _entities(windows.drop("members")).join(members, ["quota_type", "share_user"])
-    entities.coalesce(1).write.mode("overwrite").parquet(str(out / "entities"))
+    summary = entities(windows.drop("members")).join(members, ["quota_type", "share_user"])
+    summary.coalesce(1).write.mode("overwrite").parquet(str(out / "entities"))
     return len(names)
 
 
