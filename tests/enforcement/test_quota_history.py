@@ -91,6 +91,9 @@ def test_history_names_the_sasl_principal(
     assert time.monotonic() - began < 15, "a refused login was retried"
     assert "SASL_AUTHENTICATION_FAILED" in refused_login.output
     assert "--command-config" in refused_login.output
+    # The tenant settings, as IncrementalAlterConfigs on the default broker stores them.
+    gateway.runtime.store_sync.set_tenant_rules("RULE:user:^(.*)-svc$/$1/", "User:admin")
+    gateway.runtime.store_sync.set_tenant_rules(None, "User:admin")
 
     if backend == KAFKA:
         config_file = tmp_path / "gateway.toml"
@@ -103,7 +106,29 @@ def test_history_names_the_sasl_principal(
         store = ["--store", str(db)]
     listed = _quotas("history", *store, "-o", "json")
     assert listed.exit_code == 0, listed.output
-    changes = json.loads(listed.stdout)
+    listed_all = json.loads(listed.stdout)
+    changes = [c for c in listed_all if "entity" in c]
+    assert [
+        (c["principal"], c["setting"], c["old"], c["new"], c["source"])
+        for c in listed_all
+        if "setting" in c
+    ] == [
+        (
+            "User:admin",
+            "tenant.mapping.rules",
+            None,
+            "RULE:user:^(.*)-svc$/$1/",
+            "IncrementalAlterConfigs",
+        ),
+        (
+            "User:admin",
+            "tenant.mapping.rules",
+            "RULE:user:^(.*)-svc$/$1/",
+            None,
+            "IncrementalAlterConfigs",
+        ),
+    ]
+    assert listed_all[-1]["setting"] == "tenant.mapping.rules"  # oldest first, merged
     assert [
         (c["principal"], c["entity"][0]["entity_name"], c["key"], c["old"], c["new"])
         for c in changes
@@ -121,6 +146,13 @@ def test_history_names_the_sasl_principal(
         "User:admin user=alice: producer_byte_rate 1024 -> 2048",
         "User:admin user=alice: producer_byte_rate 2048 -> (none)",
     ]
+    settings_text = [
+        line for line in _quotas("history", *store).stdout.splitlines() if "broker default" in line
+    ]
+    assert settings_text[0].split(" ", 1)[1] == (
+        "User:admin broker default: tenant.mapping.rules (none) -> 'RULE:user:^(.*)-svc$/$1/' "
+        "(IncrementalAlterConfigs)"
+    )
     only_clients = _quotas("history", *store, "--entity-type", "clients", "-o", "json")
     assert [c["key"] for c in json.loads(only_clients.stdout)] == ["consumer_byte_rate"]
     future = _quotas("history", *store, "--since", "2999-01-01T00:00:00Z")

@@ -31,3 +31,22 @@ def test_forgetting_stamps_behind_the_clock_keeps_order_for_connections_ahead() 
     assert stamps.stamp(1, T0 + 1) == T0 + 2
     stamps.forget_before(T0 + 10)
     assert stamps.stamp(1, T0) == T0  # forgotten: the read time stands
+
+
+def test_a_tenants_connections_get_consecutive_stamps_in_reading_order() -> None:
+    stamps = ConnectionStamps()
+    # Three members' connections read in one millisecond: spread in the order they were read.
+    assert [stamps.stamp(c, T0, "team") for c in (3, 1, 2)] == [T0, T0 + 1, T0 + 2]
+    assert stamps.stamp(4, T0) == T0  # outside the tenant: its own connection only
+    assert stamps.stamp(5, T0, "other") == T0  # another tenant is independent
+    # A connection keeps its own order too: its next request is after its nudged stamp.
+    assert stamps.stamp(1, T0, "team") == T0 + 3
+    assert stamps.stamp(1, T0 + 1) == T0 + 4
+
+
+def test_the_tenant_nudge_is_bounded_and_forgotten_behind_the_clock() -> None:
+    stamps = ConnectionStamps()
+    seen = [stamps.stamp(c, T0, "team") for c in range(MAX_STAMP_SKEW_MS + 50)]
+    assert max(seen) == T0 + MAX_STAMP_SKEW_MS
+    stamps.forget_before(T0 + MAX_STAMP_SKEW_MS + 1)
+    assert stamps.stamp(10_000, T0 + 5, "team") == T0 + 5

@@ -113,6 +113,13 @@ def test_a_tenant_of_five_greedy_principals_is_held_to_its_quota(
         # One principal over the same five greedy connections measured 1.087 and 1.111 here,
         # the tenant 1.085 and 1.109: the tenant level adds nothing to it.
         assert 0.85 * TENANT <= members <= MANY_CONNECTIONS_CEILING * TENANT, members / TENANT
+        # The tenant level throttled them (the decision names it), and its sensor holds it.
+        member_causes = {r["throttle_cause"] for r in rows if r["principal"].startswith("User:t")}
+        assert "tenant_produce" in member_causes, member_causes
+        tenants = gateway.runtime.managers.tenants
+        assert tenants is not None
+        team = [s for s in tenants.produce.states(int(time.time() * 1000)) if s.key[0] == "team"]
+        assert team and team[0].throttle_ms_total > 0
     else:
         assert_held(members, len(MEMBERS) * MEMBER)
     # The outsider, in no tenant and with no quota, is never throttled and outruns the team.

@@ -105,7 +105,7 @@ def test_a_throttled_fetch_is_taken_back_from_both_levels() -> None:
     managers.update_quota({"user": "alice"}, "consumer_byte_rate", 10**9)
     facts = RequestFacts(FETCH, "alice", "c", 1, 12, T0, response_bytes=5000, tenant="t")
     throttle, cause, _ = decide(managers, facts)
-    assert throttle > 0 and cause is Cause.FETCH
+    assert throttle > 0 and cause is Cause.TENANT_FETCH  # the tenant's quota throttled
     assert managers.tenants is not None
     tenant_metric = managers.tenants.fetch.quota_metric("t", "")
     client_metric = managers.fetch.quota_metric("alice", "c")
@@ -128,7 +128,7 @@ def test_strict_mutations_are_refused_by_the_tenant_level() -> None:
     admission = admit(managers, facts)
     assert list(admission.admitted) == [True, True, False]
     assert admission.error_code == 89
-    assert decide(managers, facts, admission)[:2] == (8000, Cause.CONTROLLER_MUTATION)
+    assert decide(managers, facts, admission)[:2] == (8000, Cause.TENANT_CONTROLLER_MUTATION)
 
 
 def test_a_topic_refused_by_one_level_is_charged_to_neither() -> None:
@@ -206,3 +206,37 @@ def test_a_quota_file_configures_prefixes_and_tenants() -> None:
     assert managers.tenants.request.quota_limit("other", "") == 50
     assert managers.produce.quota_limit("u", "bar-1") == 1000
     assert _kafka_produce_vector(managers) == 2100
+
+
+def test_the_decision_names_the_level_that_won() -> None:
+    """Kafka records a throttle on the sensor of the quota that throttled: the decision says
+    which level's it is (the client's on a tie, as the tenant level only adds a bound), and
+    ``by_cause`` gives that level's manager."""
+    cases = {
+        (500, 1000): Cause.PRODUCE,
+        (1000, 500): Cause.TENANT_PRODUCE,
+        (500, 500): Cause.PRODUCE,
+    }
+    for (client_quota, tenant_quota), expected in cases.items():
+        managers = QuotaManagers.create()
+        managers.update_quota({"user": "alice"}, "producer_byte_rate", client_quota)
+        managers.update_quota({"tenant": "t"}, "producer_byte_rate", tenant_quota)
+        for second in range(10):
+            _produce(managers, "alice", 400, T0 + second * 1000)
+        throttle, cause, _ = _produce(managers, "alice", 2300, T0 + 10_500)
+        assert (throttle > 0, cause) == (True, expected), (client_quota, tenant_quota)
+    assert managers.tenants is not None
+    assert managers.by_cause(Cause.TENANT_PRODUCE) is managers.tenants.produce
+    assert managers.by_cause(Cause.PRODUCE) is managers.produce
+
+
+def test_a_tenant_request_quota_wins_as_tenant_request() -> None:
+    managers = QuotaManagers.create(2, 1)
+    managers.update_quota({"tenant": "t"}, "request_percentage", 1.0)
+    facts = RequestFacts(FETCH, "alice", "c", 1, 12, T0, request_time_ns=50_000_000, tenant="t")
+    throttle, cause, _ = decide(managers, facts)
+    assert throttle > 0 and cause is Cause.TENANT_REQUEST
+    without_tenant = QuotaManagers.create(2, 1)
+    without_tenant.update_quota({"tenant": "t"}, "request_percentage", 1.0)
+    facts = RequestFacts(FETCH, "alice", "c", 1, 12, T0, request_time_ns=50_000_000)
+    assert decide(without_tenant, facts)[:2] == (0, Cause.NONE)

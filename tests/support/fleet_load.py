@@ -113,10 +113,12 @@ def offer(
     value: bytes = VALUE,
     buffer_kbytes: int = 32,
     client_id: str = CLIENT_ID,
+    client_ids: list[str] | None = None,
 ) -> float:
     """One producer of ``client_id`` per bootstrap address, together offering ``rate``
     bytes/s of ``value`` records for ``seconds``, each buffering at most ``buffer_kbytes``;
-    returns the start time (epoch seconds)."""
+    returns the start time (epoch seconds). ``client_ids``: one per address instead (the
+    members of a tenant)."""
     topic = f"spread-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstraps[0]})
     for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
@@ -127,9 +129,11 @@ def offer(
         threading.Thread(
             target=_paced,
             args=(bootstrap, topic, rate / len(bootstraps), start + seconds, value, errors),
-            kwargs={"buffer_kbytes": buffer_kbytes, "client_id": client_id},
+            kwargs={"buffer_kbytes": buffer_kbytes, "client_id": who},
         )
-        for bootstrap in bootstraps
+        for bootstrap, who in zip(
+            bootstraps, client_ids or [client_id] * len(bootstraps), strict=True
+        )
     ]
     for thread in threads:
         thread.start()

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from quotagate.quota import QuotaManagers, TopicBytesInQuota
+from quotagate.quota import QuotaManagers, RequestFacts, TopicBytesInQuota, admit, classify
 from quotagate.quota.fleet_ledger import FleetLedger
 from quotagate.quota.fleet_report import FleetReport, merged
 from quotagate.quota.fleet_shares import shared_quotas
@@ -27,6 +27,9 @@ FORGET_MS = 11_000
 QUOTA = 100_000.0
 """producer_byte_rate of the one client, bytes/s."""
 REQUEST_BYTES = 4_000
+MEMBERS = 5
+"""A tenant's principals (``member-0`` ...), its connections dealt among them in turn."""
+_PRODUCE = classify(0, 9, acks=1)
 
 Delivery = Callable[[str, int], int | None]
 """(sender, publish time) → delay until readers see the record, or None: the record is lost."""
@@ -70,9 +73,12 @@ class SimWorker:
     """How far along the log this worker has read."""
     unpublished: list[FleetReport] = field(default_factory=list)
     forgotten: list[str] = field(default_factory=list)
+    tenant: str = ""
+    """The client is a tenant's members (its quota the tenant's), "" for client ``c``."""
 
     def join(self, now_ms: int) -> None:
-        self.managers.update_quota({"client-id": "c"}, "producer_byte_rate", QUOTA)
+        entity = {"tenant": self.tenant} if self.tenant else {"client-id": "c"}
+        self.managers.update_quota(entity, "producer_byte_rate", QUOTA)
         self.ledger = FleetLedger(
             self.name,
             f"{T0}-{self.name}",
@@ -106,10 +112,17 @@ class SimWorker:
                 self.buffered[i] -= size
             elif until > now_ms:
                 continue
-            throttle = self.managers.produce.record_and_get_throttle_ms("", "c", size, now_ms)
+            throttle = self._charge(i, size, now_ms)
             admitted += size
             self.muted_until[i] = now_ms + throttle
         return int(admitted)
+
+    def _charge(self, connection: int, size: float, now_ms: int) -> int:
+        if not self.tenant:
+            return self.managers.produce.record_and_get_throttle_ms("", "c", size, now_ms)
+        user = f"member-{connection % MEMBERS}"
+        facts = RequestFacts(_PRODUCE, user, "c", 0, 9, now_ms, round(size), tenant=self.tenant)
+        return admit(self.managers, facts).throttle_ms
 
 
 @dataclass
@@ -134,19 +147,21 @@ def run_fleet(
     hub_ms: int = 0,
     offered: float | None = None,
     window_num: int = 11,
+    tenant: str = "",
 ) -> FleetRun:
     """``workers`` processes share one client's ``connections`` (spread evenly); ``leave``
     names workers that stop (with a farewell) at a time relative to the start; ``hub_ms``:
     the workers are one instance whose hub relays their reports every ``hub_ms`` (heard
     within the step), 0 for none; ``offered``: the client offers that many times its quota
     (``Load``) instead of sending greedily; ``window_num``: of 1 s each, Kafka's 11 by
-    default."""
+    default; ``tenant``: the client is that tenant's members, held by its tenant quota."""
     load = Load(offered, connections) if offered is not None else None
     fleet = [
         SimWorker(
             f"gw/{i}",
             connections // workers + (i < connections % workers),
             QuotaManagers.create(window_num=window_num),
+            tenant=tenant,
         )
         for i in range(workers)
     ]

@@ -13,6 +13,7 @@ from quotagate.enforcement.metrics import QuotaCollector
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.settings import QuotaSettings
 from quotagate.instance.metrics import merge
+from quotagate.quota import Cause, RequestFacts, classify, decide
 from quotagate.store.quotas import Change
 from quotagate.top.model import Row, Scrape, ThrottleHistory, filter_rows, parse, sort_rows
 
@@ -147,3 +148,36 @@ def test_sort_and_filter() -> None:
         sort_rows(rows, "loudness")
     with pytest.raises(ValueError, match="unknown quota type"):
         filter_rows(rows, None, ["bandwidth"])
+
+
+def test_tenant_rows_and_exempt_principals() -> None:
+    """The tenant level's series are rows of their own, keyed by the tenant; a throttle the
+    tenant level imposed shows on its row; an exempt principal's rows say so."""
+
+    def tenants(runtime: QuotaRuntime) -> None:
+        runtime.alter_client_quotas(
+            [Change({"tenant": "team"}, "producer_byte_rate", 500.0)], "t", "t"
+        )
+        runtime.managers.set_exempt_principals(["User:canary"])
+        produce = classify(0, 9, acks=1)
+        facts = RequestFacts(produce, "carol", "app", 0, 9, NOW, 30_000, tenant="team")
+        throttle, cause, _ = decide(runtime.managers, facts)
+        assert cause is Cause.TENANT_PRODUCE
+        manager = runtime.managers.by_cause(cause)
+        assert manager is not None
+        manager.throttle("team", "", 1, throttle, NOW)
+        canary = RequestFacts(produce, "canary", "probe", 0, 9, NOW, 90_000)
+        assert decide(runtime.managers, canary)[0] == 0
+
+    snapshot = parse([Scrape("u", _text(_runtime(tenants)))])
+    rows = _by_key(snapshot.rows)
+    team = rows["tenant_produce", "team", ""]
+    assert (team.entity, team.kind.label) == ("tenant=team", "tenant produce")
+    assert (team.rate, team.quota) == (3000.0, 500.0)
+    assert team.throttle_total_ms > 0 and team.over_quota
+    carol = rows["produce", "carol", ""]  # the default user quota: not throttled, not exempt
+    assert carol.throttle_total_ms == 0 and not carol.exempt
+    canary = rows["produce", "canary", ""]
+    assert canary.exempt and canary.rate == 9000.0 and canary.throttle_total_ms == 0
+    assert snapshot.exempt == ["canary"]
+    assert [r.key for r in filter_rows(snapshot.rows, "tenant=*")] == [team.key]

@@ -1,4 +1,6 @@
-"""``quotagate quotas history``: who changed which client quota, when, from what to what.
+"""``quotagate quotas history``: who changed which client quota, when, from what to what;
+without an entity filter, the changes of ``tenant.mapping.rules`` and
+``quota.exempt.principals`` (the default broker's text settings) too.
 
 Read from the store, not through a gateway (docs/quotas.md, "History"): the audit names
 principals and client addresses, so it is read with the store's own access (the file's
@@ -28,8 +30,8 @@ from quotagate.commands.entity_options import (
 )
 from quotagate.commands.users import resolve_store
 from quotagate.store.backends import StoreError
-from quotagate.store.history import client_quota_history
-from quotagate.store.quotas import AuditEntry, decode_entity
+from quotagate.store.history import client_quota_history, setting_history
+from quotagate.store.quotas import AuditEntry, SettingChange, decode_entity
 
 _RELATIVE: Final = re.compile(r"(\d+)([smhd])")
 _UNIT_S: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -85,7 +87,8 @@ def history(
     config: Config = None,
 ) -> None:
     """Every change of client quotas, oldest first: when, who (principal), through what,
-    which entity and key, old -> new. Read from the store (--config or --store)."""
+    which entity and key, old -> new; with no entity named, the tenant rules' and exempt
+    principals' changes too. Read from the store (--config or --store)."""
     if output not in ("text", "json"):
         raise typer.BadParameter(f"{output!r}: write text or json", param_hint="--output")
     if store is None and config is None:
@@ -97,27 +100,63 @@ def history(
     pairs = entity_pairs(ctx)
     since_ms = None if since is None else parse_since(since, _now_ms())
     try:
-        entries = client_quota_history(resolve_store(store, config))
+        settings = resolve_store(store, config)
+        entries = client_quota_history(settings)
+        setting_changes = [] if pairs else setting_history(settings)
     except StoreError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(exit_codes.UNREACHABLE) from None
-    chosen = [
-        (entry, entity)
+    chosen: list[tuple[int, dict[str, object], str]] = [
+        (entry.ts_ms, _json(entry, entity), _text(entry, entity))
         for entry in entries
         if (since_ms is None or entry.ts_ms >= since_ms)
         and matches(entity := decode_entity(entry.target), pairs)
     ]
+    chosen += [
+        (change.ts_ms, _setting_json(change), _setting_text(change))
+        for change in setting_changes
+        if since_ms is None or change.ts_ms >= since_ms
+    ]
+    chosen.sort(key=lambda item: item[0])  # stable: each store's own order within a ms
     if output == "json":
-        typer.echo(json.dumps([_json(entry, entity) for entry, entity in chosen], indent=2))
+        typer.echo(json.dumps([document for _, document, _ in chosen], indent=2))
         return
     if not chosen:
         typer.echo("No changes match.")
-    for entry, entity in chosen:
-        typer.echo(
-            f"{_iso(entry.ts_ms)} {entry.principal or '(unknown)'} "
-            f"{ClientQuotaEntity.of(entity)}: {entry.quota_key} "
-            f"{_show(entry.old_value)} -> {_show(entry.new_value)} ({entry.source})"
-        )
+    for _, _, line in chosen:
+        typer.echo(line)
+
+
+def _text(entry: AuditEntry, entity: dict[str, str | None]) -> str:
+    return (
+        f"{_iso(entry.ts_ms)} {entry.principal or '(unknown)'} "
+        f"{ClientQuotaEntity.of(entity)}: {entry.quota_key} "
+        f"{_show(entry.old_value)} -> {_show(entry.new_value)} ({entry.source})"
+    )
+
+
+def _setting_text(change: SettingChange) -> str:
+    return (
+        f"{_iso(change.ts_ms)} {change.principal or '(unknown)'} broker default: "
+        f"{change.name} {_show_text(change.old_value)} -> {_show_text(change.new_value)} "
+        f"({change.source})"
+    )
+
+
+def _setting_json(change: SettingChange) -> dict[str, object]:
+    return {
+        "time": _iso(change.ts_ms),
+        "ts_ms": change.ts_ms,
+        "principal": change.principal,
+        "source": change.source,
+        "setting": change.name,
+        "old": change.old_value,
+        "new": change.new_value,
+    }
+
+
+def _show_text(value: str | None) -> str:
+    return "(none)" if value is None else repr(value)
 
 
 def _json(entry: AuditEntry, entity: dict[str, str | None]) -> dict[str, object]:

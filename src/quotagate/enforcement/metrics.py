@@ -15,6 +15,13 @@ connections whose latest request was measured on the key). Label sets disappear 
 would expire the sensor (one hour idle), because the snapshot is rebuilt from the live sensors
 only.
 
+The tenant level (issue 25) is exported the same way per live tenant sensor, under
+``quotagate_tenant_<group>_...`` with one ``tenant`` label (rate, quota, throttle time and
+its total: a throttle the tenant level imposed is recorded there, not on the client's key);
+its cardinality is bounded as the client keys' are, by the live sensors. The exempt
+principals (``quota.exempt.principals``, a configured list) are
+``quotagate_exempt_principal{user}`` = 1.
+
 The engine is not thread-safe, so the event loop builds a snapshot every housekeeping tick
 and the scrape thread only reads the latest one.
 """
@@ -22,7 +29,7 @@ and the scrape thread only reads the latest one.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -84,6 +91,9 @@ def build_snapshot(runtime: QuotaState, now_ms: int) -> dict[str, Any]:
             add(f"{group}_throttle_time_ms", labels, state.throttle_ms_total)
             add(f"{group}_connections", labels, float(connections.get(state.key, 0)))
         add(f"{group}_queue_size", [], float(manager.throttled_channels.queue_size))
+    _add_tenant_level(runtime.managers, now_ms, add)
+    for user in sorted(runtime.managers.exempt_users):
+        add("exempt_principal", [user], 1.0)
     for key, rate in runtime.managers.controller.mutation_rates(now_ms):
         add("controllermutation_mutation_rate", [key[0], key[1]], rate)
     add("request_exempt_request_time", [], runtime.managers.request.exempt_rate(now_ms))
@@ -108,6 +118,33 @@ def build_snapshot(runtime: QuotaState, now_ms: int) -> dict[str, Any]:
     return {"series": series, "counters": counters}
 
 
+def _add_tenant_level(
+    managers: QuotaManagers, now_ms: int, add: Callable[[str, list[str], float], None]
+) -> None:
+    """``tenant_<group>_...`` per live tenant sensor, labelled by the tenant's name."""
+    tenants = managers.tenants
+    if tenants is None:
+        return
+    for group, manager, value_name in (
+        ("produce", tenants.produce, "byte_rate"),
+        ("fetch", tenants.fetch, "byte_rate"),
+        ("request", tenants.request, "request_time"),
+        ("controllermutation", tenants.controller, "tokens"),
+    ):
+        for state in manager.states(now_ms):
+            labels = [state.key[0]]
+            add(f"{TENANT_PREFIX}{group}_{value_name}", labels, state.value)
+            add(f"{TENANT_PREFIX}{group}_quota", labels, state.limit)
+            if not math.isnan(state.throttle_time_avg):
+                add(f"{TENANT_PREFIX}{group}_throttle_time", labels, state.throttle_time_avg)
+            add(f"{TENANT_PREFIX}{group}_throttle_time_ms", labels, state.throttle_ms_total)
+    for key, rate in tenants.controller.mutation_rates(now_ms):
+        add(f"{TENANT_PREFIX}controllermutation_mutation_rate", [key[0]], rate)
+
+
+TENANT_PREFIX = "tenant_"
+"""Series of the tenant level: labelled ``tenant`` only."""
+
 _HELP = {
     "byte_rate": "Bytes per second over the quota window (Kafka byte-rate)",
     "request_time": "Percent of one thread's time over the quota window (Kafka request-time)",
@@ -131,6 +168,7 @@ _HELP = {
     "shadow_refused_requests": "Mutation requests a shadow quota would have refused a topic of",
     "shadow_would_throttle_ratio": "Share of time the key would spend throttled under its "
     "shadow quota (1 - quota / rate)",
+    "exempt_principal": "1 per principal of quota.exempt.principals (metered, never throttled)",
 }
 
 # Exported as counters (``_total``): an instance sums them over its workers.
@@ -144,6 +182,7 @@ _OTHER_LABELS = {
     "fleet_remote_recorded": ["kind"],
     "fleet_fallback_recorded": ["kind"],
     "fleet_report_echo_ms": ["quantile"],
+    "exempt_principal": ["user"],
 }
 
 
@@ -156,6 +195,8 @@ class QuotaCollector(Collector):
         for name, points in snapshot.get("series", {}).items():
             if name in _OTHER_LABELS:
                 labels = _OTHER_LABELS[name]
+            elif name.startswith(TENANT_PREFIX):
+                labels = ["tenant"]
             elif name.endswith("_quota_source"):
                 labels = [*_LABELS, "source"]
             else:

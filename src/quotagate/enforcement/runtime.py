@@ -273,18 +273,14 @@ class QuotaRuntime:
         return ticket
 
     def _open_ticket(self, exchange: Exchange) -> QuotaTicket:
-        now_ms = self.stamps.stamp(exchange.connection.connection_id, exchange.received_ms)
-        self.last_now_ms = max(self.last_now_ms, now_ms)
         user = principal_user(exchange.connection.principal)
         client_id = exchange.header.client_id or ""
         mapper = self.store_sync.tenant_mapper
-        ticket = QuotaTicket(
-            now_ms,
-            user,
-            client_id,
-            len(exchange.request_frame) - 4,
-            mapper.tenant(user, client_id) if mapper.rules else "",
-        )
+        tenant = mapper.tenant(user, client_id) if mapper.rules else ""
+        connection_id = exchange.connection.connection_id
+        now_ms = self.stamps.stamp(connection_id, exchange.received_ms, tenant)
+        self.last_now_ms = max(self.last_now_ms, now_ms)
+        ticket = QuotaTicket(now_ms, user, client_id, len(exchange.request_frame) - 4, tenant)
         exchange.put(TICKET_KEY, ticket)
         self.clients[exchange.connection.connection_id] = (ticket.user, ticket.client_id)
         return ticket

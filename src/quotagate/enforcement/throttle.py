@@ -18,6 +18,7 @@ from quotagate.enforcement.ticket import QuotaTicket
 from quotagate.gateway import ConnectionInfo, Exchange, Stage
 from quotagate.protocol import api_table
 from quotagate.quota import NOT_ADMITTED, Cause, QuotaManagers, decide
+from quotagate.quota.throttle_choice import TENANT_CAUSES
 from quotagate.usage.writer import UsageWriter
 
 
@@ -109,11 +110,15 @@ class ResponseThrottle:
         )
 
     def _throttle(self, exchange: Exchange, ticket: QuotaTicket, cause: Cause, ms: int) -> None:
-        """Record the throttle in the winning quota's throttle-time sensor only (spec §6.1)."""
+        """Record the throttle in the winning quota's throttle-time sensor only (spec §6.1):
+        the tenant's when the tenant level won."""
         manager = self.managers.by_cause(cause)
         if manager is not None:
             channel = exchange.connection.connection_id
-            manager.throttle(ticket.user, ticket.client_id, channel, ms, ticket.now_ms)
+            if cause in TENANT_CAUSES:
+                manager.throttle(ticket.tenant, "", channel, ms, ticket.now_ms)
+            else:
+                manager.throttle(ticket.user, ticket.client_id, channel, ms, ticket.now_ms)
         elif cause is Cause.TOPIC_BYTES_IN:
             self.topic_throttles += 1
 

@@ -22,6 +22,7 @@ from quotagate.quota import (
     OtherQuota,
     RequestFacts,
     classify,
+    mutation_throttle,
 )
 from quotagate.usage.writer import UsageRow
 
@@ -159,9 +160,10 @@ class QuotaTicket:
         """What the quotas charged on arrival said, in the order ties are broken (the fetch
         quota speaks only once the response is known, in :func:`quotagate.quota.decide`)."""
         if other is _PRODUCE_QUOTA:
-            return (_PRODUCE, self.produce_ms), (_TOPIC_BYTES_IN, self.topic_bytes_in_ms)
+            cause = self.admission.cause if self.admission is not None else _PRODUCE
+            return (cause, self.produce_ms), (_TOPIC_BYTES_IN, self.topic_bytes_in_ms)
         if self.mutation_quota is not None:
-            return ((_MUTATION, self.mutation_quota.throttle_time(self.now_ms)),)
+            return (mutation_throttle(self.mutation_quota, self.now_ms),)
         return ()
 
     def usage_row(

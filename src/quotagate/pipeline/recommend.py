@@ -5,7 +5,8 @@ times a headroom factor, per quota type. For controller mutations also the bucke
 (``controller.quota.window.num``, a gateway-wide setting) that admits the observed storms
 at the recommended rate; entities whose storms would need more than ``max_window_num``
 get a higher rate instead. Output: ``quotagate.quota.quota_file`` format, so it applies
-straight to the gateway.
+straight to the gateway. Tenants (issue 25) get a ``tenant = ...`` entry each, from the
+percentile of their members' combined sustained rate (``pipeline.tenants``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from quotagate.pipeline.burst import KAFKA_DEFAULT_WINDOW_NUM, deepest_backlog, 
 from quotagate.pipeline.errors import PipelineError
 from quotagate.pipeline.quotas import CONFIG_KEYS
 from quotagate.pipeline.tables import read_json, write_json
+from quotagate.pipeline.tenants import tenant_entries, tenant_rates
 from quotagate.quota import QuotaFile, QuotaFileEntry, dump_quota_file
 from quotagate.quota.managers import CONTROLLER_WINDOW_NUM, CONTROLLER_WINDOW_SIZE
 
@@ -59,12 +61,21 @@ def recommend(
     window_size = int(summary.get("window_seconds", 1))
     window_num = _size_mutation_buckets(spark, rollup_dir, rates, options, window_size)
     quota_file = _quota_file(rates, options, window_num, window_size)
+    tenants = tenant_rates(spark, rollup_dir, options.percentile / 100.0)
+    tenants["recommended"] = [
+        _rounded(t, max(v * options.headroom, _MINIMUM[t]))
+        for t, v in zip(tenants["quota_type"], tenants["observed"], strict=True)
+    ]
+    quota_file.entries.extend(tenant_entries(tenants))
     out_file = Path(out_file)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     out_file.write_text(dump_quota_file(quota_file), encoding="utf-8")
     rates.to_parquet(out_file.with_name(out_file.stem + ".recommendations.parquet"))
+    if not tenants.empty:
+        tenants.to_parquet(out_file.with_name(out_file.stem + ".tenants.parquet"))
     result = {
         "entities": len(quota_file.entries),
+        "tenants": int(tenants["tenant"].nunique()) if not tenants.empty else 0,
         "percentile": options.percentile,
         "headroom": options.headroom,
         CONTROLLER_WINDOW_NUM: window_num,

@@ -31,7 +31,7 @@ from quotagate.pipeline.events import read_usage
 from quotagate.pipeline.quotas import parse_quotas
 from quotagate.pipeline.replay_core import ORDER_COLUMNS
 from quotagate.pipeline.replay_slot import CELL_SCHEMA, CLIENT, SLOT_COLUMN, SlotJob, run_slot
-from quotagate.pipeline.sharing import replay_groups
+from quotagate.pipeline.sharing import has_tenant_quotas, replay_groups
 from quotagate.pipeline.tables import write_json
 from quotagate.quota.request_rules import MUTATION_APIS
 
@@ -46,6 +46,7 @@ _REPLAY_INPUT = [
     "throttle_ms",
     "throttle_cause",
     "error_code",
+    "tenant",
 ]
 # Where the events are laid out by slot for the replay tasks, removed afterwards.
 _LAYOUT = "_events_by_slot"
@@ -112,7 +113,13 @@ def _lay_out(
         )
         .collect()
     )
-    groups = replay_groups(quota_file, [(r.principal, r.client_id) for r in counted])
+    members = []
+    if has_tenant_quotas(quota_file):
+        # A tenant's clients share its sensors: they must replay in one group.
+        tenanted = events.where(F.col("tenant") != "").select(*CLIENT, "tenant").distinct()
+        members = [(r.principal, r.client_id, r.tenant) for r in tenanted.collect()]
+    pairs = [(r.principal, r.client_id) for r in counted]
+    groups = replay_groups(quota_file, pairs, members)
     sizes: dict[int, int] = {}
     for r in counted:
         group = groups[(r.principal, r.client_id)]

@@ -61,6 +61,8 @@ PREDICTION_TYPES: Final = {
 _STRING_ORDER: Final = ("principal", "client_id", "client_host")
 _NUMERIC: Final = [c for c in ORDER_COLUMNS if c not in _STRING_ORDER]
 _FLAGS: Final = ("acks", "follower", "validate_only")  # nullable: null reads as missing
+TENANT: Final = "tenant"
+"""Not an order column (ties never depended on it): read when present, "" (none) otherwise."""
 _CAUSE_CODE: Final = {cause: code for code, cause in enumerate(CAUSES)}
 _CAUSE_TEXT: Final = [cause.value for cause in CAUSES]
 
@@ -130,7 +132,7 @@ class Requests:
     def from_frame(cls, frame: pd.DataFrame) -> Requests:
         """The frame's request facts read as Arrow columns (one reading for frames and
         Spark's batches alike); its topics are read where they are, as Python objects."""
-        facts = [c for c in (*ORDER_COLUMNS, *_FLAGS) if c in frame.columns]
+        facts = [c for c in (*ORDER_COLUMNS, *_FLAGS, TENANT) if c in frame.columns]
         requests = cls.from_arrow(pa.Table.from_pandas(frame[facts], preserve_index=False))
         if "topics" in frame.columns:
             topics = frame["topics"]
@@ -146,6 +148,11 @@ class Requests:
             codes[column] = encoded.indices.to_numpy().astype(np.int64)
             strings[column] = encoded.dictionary.to_pylist()
         names = set(table.column_names)
+        if TENANT in names and not pa.types.is_null(table.column(TENANT).type):
+            tenants = pc.fill_null(table.column(TENANT).combine_chunks(), "")
+            encoded = tenants.dictionary_encode()
+            codes[TENANT] = encoded.indices.to_numpy().astype(np.int64)
+            strings[TENANT] = encoded.dictionary.to_pylist()
 
         def flag(column: str, missing: int | bool, dtype: type) -> Any:
             # Absent, or all null in a frame pandas could not type (Arrow's null type).
@@ -250,6 +257,9 @@ def replay_requests(requests: Requests, quota_text: str, closed_loop: bool) -> P
     users = _objects([principal_user(p) for p in requests.strings["principal"]])
     user_of = users[codes["principal"]].tolist()
     client_of = _objects(requests.strings["client_id"])[codes["client_id"]].tolist()
+    tenant_of: list[str] = (
+        _objects(requests.strings[TENANT])[codes[TENANT]].tolist() if TENANT in codes else [""] * n
+    )
     # The unit KIP-219 mutes is a connection; usage events know the client and its peer
     # address, the closest thing to a connection they carry.
     unit = (codes["principal"] * len(requests.strings["client_id"]) + codes["client_id"]) * len(
@@ -273,6 +283,7 @@ def replay_requests(requests: Requests, quota_text: str, closed_loop: bool) -> P
         numeric["request_bytes"].tolist(),
         numeric["response_bytes"].tolist(),
         counts,
+        tenant_of,
     )
     # The loop makes a tuple per event and keeps it: the cyclic collector would walk the
     # growing list over and over while nothing here can form a cycle.
@@ -284,8 +295,11 @@ def replay_requests(requests: Requests, quota_text: str, closed_loop: bool) -> P
             replay_ts = np.asarray(at, np.int64)
         else:
             decided = [
-                decide(managers, RequestFacts(c, u, client, k, v, now, sent, got, m, nanos))
-                for c, u, client, k, v, nanos, sent, got, m, now in zip(
+                decide(
+                    managers,
+                    RequestFacts(c, u, client, k, v, now, sent, got, m, nanos, tenant=tenant),
+                )
+                for c, u, client, k, v, nanos, sent, got, m, tenant, now in zip(
                     *columns, ts.tolist(), strict=True
                 )
             ]
@@ -316,6 +330,7 @@ _Columns = tuple[
     list[int],
     list[int],
     list[Sequence[int]],
+    list[str],
 ]
 
 
@@ -379,7 +394,7 @@ def _closed_loop(
     """Discrete-event replay: a unit's next request is read no earlier than it was
     recorded, than its previous request, and than the end of the unit's mute.
     Returns when each request was read and its decision."""
-    charging, users, clients, api_keys, versions, thread_ns, sent, got, counts = columns
+    charging, users, clients, api_keys, versions, thread_ns, sent, got, counts, tenants = columns
     n = len(ts)
     at = [0] * n
     decided: list[Decision] = [(0, Cause.NONE, 0)] * n
@@ -402,6 +417,7 @@ def _closed_loop(
             got[i],
             counts[i],
             thread_ns[i],
+            tenant=tenants[i],
         )
         decision = decide(managers, facts)
         at[i], decided[i] = now, decision

@@ -20,6 +20,7 @@ import pyarrow.dataset as ds
 from quotagate.pipeline import plots
 from quotagate.pipeline.report_series import choose_grid, fit_to_budget, sparse_series
 from quotagate.pipeline.tables import read_json, read_table
+from quotagate.pipeline.tenants import TENANTS_DIR
 
 PAGE_BYTES = 4_980_000
 """What a report may weigh: under 5 MB (decimal), with room for the explorers' framing."""
@@ -60,7 +61,7 @@ _THROTTLES = "\x00throttles\x00"
 
 def report(inputs: ReportInputs, out: str | Path) -> Path:
     # The explorers are made last, with the bytes the rest of the page leaves them.
-    sections = [_overview(inputs), _top_entities(inputs), _RATES]
+    sections = [_overview(inputs), _top_entities(inputs), _tenants(inputs), _RATES]
     if inputs.replay is not None:
         sections.append(_replay(inputs.replay, _THROTTLES))
     if inputs.recommendation is not None:
@@ -115,6 +116,43 @@ def _top_entities(inputs: ReportInputs) -> str:
         "last quota.window.num − 1 windows, what Kafka's Rate measures; percentiles over "
         "the windows in which the key was active. Pick the quota type above the chart; "
         "hover a bar for its value.</p>" + plots.top_entities(entities)
+    )
+
+
+def _tenants(inputs: ReportInputs) -> str:
+    """The tenant view (issue 25): each tenant's members combined, per quota type, with its
+    recommended tenant quota when a recommendation is given; nothing without tenants."""
+    path = inputs.rollup / TENANTS_DIR / "entities"
+    if not path.exists():
+        return ""
+    table = read_table(path).sort_values(["share_user", "quota_type"], ignore_index=True)
+    columns = {
+        "share_user": "tenant",
+        "quota_type": "quota",
+        "members": "members",
+        "total": "total",
+        "p99_sustained_rate": "p99 sustained",
+        "max_sustained_rate": "max sustained",
+        "quota_limit": "tenant quota",
+        "throttled_requests": "throttled by the tenant quota",
+    }
+    recommended = (
+        inputs.recommendation.with_name(inputs.recommendation.stem + ".tenants.parquet")
+        if inputs.recommendation is not None
+        else None
+    )
+    if recommended is not None and recommended.exists():
+        proposals = read_table(recommended)[["tenant", "quota_type", "recommended"]]
+        table = table.merge(
+            proposals.rename(columns={"tenant": "share_user"}),
+            on=["share_user", "quota_type"],
+            how="left",
+        )
+        columns["recommended"] = "recommended"
+    return (
+        "<h2>Tenants</h2><p class='muted'>A tenant's usage is its members' combined usage, "
+        "as its tenant quota measures it; members = most clients seen in one window.</p>"
+        + _table(table, columns)
     )
 
 

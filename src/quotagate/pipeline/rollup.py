@@ -8,6 +8,7 @@ for a template at one entity level when there is none. Tables written under ``ou
   is what Kafka's Rate converges to for steady traffic;
 - ``topics/``: produce bytes per (topic, window);
 - ``entities/``: per (quota type, sharing key): totals and rate percentiles;
+- ``tenants/``: the same per tenant, its members' usage combined (``pipeline.tenants``);
 - ``summary.json``.
 """
 
@@ -24,6 +25,7 @@ from quotagate.pipeline.levels import template_quota_text
 from quotagate.pipeline.quotas import parse_quotas, window_seconds
 from quotagate.pipeline.sharing import resolve_pairs
 from quotagate.pipeline.tables import write_json
+from quotagate.pipeline.tenants import TENANTS_DIR, tenant_rollup
 from quotagate.quota import OtherQuota, nanos_to_percentage
 from quotagate.quota import request_rules as rules
 from quotagate.quota.managers import WINDOW_NUM
@@ -59,6 +61,15 @@ def rollup(
     entities = _entities(windows).coalesce(1)
     entities.write.mode("overwrite").parquet(str(out / "entities"))
 
+    tenants = tenant_rollup(
+        events,
+        out / TENANTS_DIR,
+        window_s,
+        window_num,
+        quota_file if configured else None,
+        measures=_measures,
+        entities=_entities,
+    )
     span = events.agg(F.min("ts_ms"), F.max("ts_ms"), F.count(F.lit(1))).first()
     per_type = {
         row["quota_type"]: int(row["count"])
@@ -73,6 +84,7 @@ def rollup(
         "window_num": window_num,
         "grouping": "quota file" if configured else f"template ({level})",
         "sharing_keys": per_type,
+        "tenants": tenants,
     }
     write_json(out / "summary.json", summary)
     return summary

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from quotagate.pipeline.quotas import QUOTA_TYPES, managers_by_type
 from quotagate.quota import UNBOUNDED, QuotaFile, principal_user
+from quotagate.quota.quota_config import TENANT
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,18 +51,29 @@ def resolve_pairs(quota_file: QuotaFile, pairs: Iterable[tuple[str, str]]) -> li
     return out
 
 
+def has_tenant_quotas(quota_file: QuotaFile) -> bool:
+    """Whether the file configures any tenant quota (then a tenant's members share sensors)."""
+    return any(TENANT in entry.entity for entry in quota_file.entries)
+
+
 def replay_groups(
-    quota_file: QuotaFile, pairs: Iterable[tuple[str, str]]
+    quota_file: QuotaFile,
+    pairs: Iterable[tuple[str, str]],
+    tenants: Iterable[tuple[str, str, str]] = (),
 ) -> dict[tuple[str, str], int]:
     """Group id per pair: clients that share any enabled quota's key replay together.
 
     Groups are the connected components of "shares a sensor with": only then can each
     group run on its own engine instance and still see exactly what one engine would.
-    Types without any configured quota record nothing, so they join nobody.
+    Types without any configured quota record nothing, so they join nobody. ``tenants``:
+    the (principal, client id, tenant) seen in the events; when the file has tenant quotas,
+    the pairs of one tenant share its sensors and join one group (without tenant quotas the
+    tenant level records nothing and the groups are the clients' alone).
     """
     managers = managers_by_type(quota_file)
     enabled = [m for m in managers.values() if m.quotas_enabled]
-    pair_list = list(dict.fromkeys(pairs))
+    memberships = [(p, c, t) for p, c, t in tenants if t] if has_tenant_quotas(quota_file) else []
+    pair_list = list(dict.fromkeys([*pairs, *((p, c) for p, c, _ in memberships)]))
     parent = list(range(len(pair_list)))
 
     def find(i: int) -> int:
@@ -70,13 +82,17 @@ def replay_groups(
             i = parent[i]
         return i
 
+    def join(key: tuple[int, str, str], i: int) -> None:
+        root_a, root_b = find(owner.setdefault(key, i)), find(i)
+        if root_a != root_b:
+            parent[max(root_a, root_b)] = min(root_a, root_b)
+
     owner: dict[tuple[int, str, str], int] = {}
     for i, (principal, client_id) in enumerate(pair_list):
         user = principal_user(principal)
         for index, manager in enumerate(enabled):
-            key = (index, *manager.sharing_key(user, client_id))
-            first = owner.setdefault(key, i)
-            root_a, root_b = find(first), find(i)
-            if root_a != root_b:
-                parent[max(root_a, root_b)] = min(root_a, root_b)
+            join((index, *manager.sharing_key(user, client_id)), i)
+    index_of = {pair: i for i, pair in enumerate(pair_list)}
+    for principal, client_id, tenant in memberships:
+        join((len(enabled), tenant, ""), index_of[(principal, client_id)])
     return {pair: find(i) for i, pair in enumerate(pair_list)}

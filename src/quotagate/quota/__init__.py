@@ -24,6 +24,7 @@ from quotagate.quota.decision import (
     admit_mutations,
     charge_whole,
     decide,
+    mutation_throttle,
     settle,
 )
 from quotagate.quota.entity import (
@@ -115,6 +116,7 @@ __all__ = [
     "dump_quota_file",
     "java_round",
     "load_quota_file",
+    "mutation_throttle",
     "nanos_to_percentage",
     "principal_user",
     "sanitize_user",

@@ -138,6 +138,15 @@ class HierarchicalMutationQuota(ControllerMutationQuota):
     def throttle_time(self, now_ms: int) -> int:
         return max(level.throttle_time(now_ms) for level in self.levels)
 
+    def throttle_level(self, now_ms: int) -> tuple[int, int]:
+        """(throttle ms, index of the level it comes from): the first level wins ties."""
+        best_ms, best = 0, 0
+        for index, level in enumerate(self.levels):
+            ms = level.throttle_time(now_ms)
+            if ms > best_ms:
+                best_ms, best = ms, index
+        return best_ms, best
+
     @property
     def is_exceeded(self) -> bool:
         return any(level.is_exceeded for level in self.levels)

@@ -19,11 +19,14 @@ in Kafka's order:
 its client quota (Kafka's eight levels) and to its tenant's quota (the managers'
 ``tenants`` level), each with Kafka's own sensors; a level's throttle is the larger of its
 two, as Kafka takes the larger of the bandwidth and request throttles, so the response still
-carries one throttle and the connection one mute. A strict mutation quota admits a topic
-only while neither level's bucket is negative. A request with no tenant touches the tenant
-level not at all. A principal of ``quota.exempt.principals`` is charged as usual (its usage
-stays visible) but never throttled nor refused by a quota; the gateway's own topic bytes-in
-thresholds still apply to it.
+carries one throttle and the connection one mute. The decision's cause names the level that
+won (``tenant_produce`` ...; the client's level on a tie), and the throttle time is recorded
+on that level's sensor, as Kafka records it on the sensor of the quota that throttled. A
+strict mutation quota admits a topic only while neither level's bucket is negative. A
+request with no tenant touches the tenant level not at all. A principal of
+``quota.exempt.principals`` is charged as usual (its usage stays visible) but never
+throttled nor refused by a quota; the gateway's own topic bytes-in thresholds still apply
+to it.
 
 The replay knows every fact of a request at once (a usage event) and calls :func:`decide`
 alone, which admits the request first. The gateway must act between the two steps (cut the
@@ -60,6 +63,11 @@ _PERMISSIVE_MUTATION: Final = OtherQuota.PERMISSIVE_MUTATION
 _PRODUCE_CAUSE: Final = Cause.PRODUCE
 _FETCH_CAUSE: Final = Cause.FETCH
 _MUTATION_CAUSE: Final = Cause.CONTROLLER_MUTATION
+_TENANT_PRODUCE_CAUSE: Final = Cause.TENANT_PRODUCE
+_TENANT_FETCH_CAUSE: Final = Cause.TENANT_FETCH
+_TENANT_REQUEST_CAUSE: Final = Cause.TENANT_REQUEST
+_TENANT_MUTATION_CAUSE: Final = Cause.TENANT_CONTROLLER_MUTATION
+_REQUEST_CAUSE: Final = Cause.REQUEST
 
 
 # Plain classes with their own __init__, not dataclasses: compiled, they are built natively
@@ -128,11 +136,11 @@ class RequestFacts:
 
 class Admission:
     """What a request's arrival cost, known before it is forwarded: the produce quota's
-    throttle; the request's controller-mutation quota (which throttles once the response is
-    known) and, per topic in request order, whether it was admitted; THROTTLING_QUOTA_EXCEEDED
-    when a strict mutation quota refused a topic."""
+    throttle and the level it came from (``cause``); the request's controller-mutation quota
+    (which throttles once the response is known) and, per topic in request order, whether it
+    was admitted; THROTTLING_QUOTA_EXCEEDED when a strict mutation quota refused a topic."""
 
-    __slots__ = ("admitted", "error_code", "mutation_quota", "throttle_ms")
+    __slots__ = ("admitted", "cause", "error_code", "mutation_quota", "throttle_ms")
 
     def __init__(
         self,
@@ -140,11 +148,13 @@ class Admission:
         mutation_quota: ControllerMutationQuota | None = None,
         admitted: Sequence[bool] = (),
         error_code: int = 0,
+        cause: Cause = _PRODUCE_CAUSE,
     ) -> None:
         self.throttle_ms = throttle_ms
         self.mutation_quota = mutation_quota
         self.admitted = admitted
         self.error_code = error_code
+        self.cause = cause
 
 
 NOT_ADMITTED: Final = Admission()
@@ -164,17 +174,19 @@ def admit(managers: QuotaManagers, facts: RequestFacts) -> Admission:
         throttle_ms = managers.produce.record_and_get_throttle_ms(
             user, facts.client_id, facts.request_bytes, facts.now_ms
         )
+        cause = _PRODUCE_CAUSE
         if facts.tenant:
             tenants = managers.tenants
             if tenants is not None:
                 tenant_ms = tenants.produce.record_and_get_throttle_ms(
                     facts.tenant, "", facts.request_bytes, facts.now_ms
                 )
-                throttle_ms = max(throttle_ms, tenant_ms)
+                if tenant_ms > throttle_ms:
+                    throttle_ms, cause = tenant_ms, _TENANT_PRODUCE_CAUSE
         if throttle_ms and managers.exempt_users and user in managers.exempt_users:
             throttle_ms = 0
         # Nearly every produce passes: share one answer rather than make one per request.
-        return Admission(throttle_ms) if throttle_ms else NOT_ADMITTED
+        return Admission(throttle_ms, cause=cause) if throttle_ms else NOT_ADMITTED
     if other is _STRICT_MUTATION or other is _PERMISSIVE_MUTATION:
         quota = mutation_quota(managers, facts)
         admitted = admit_mutations(quota, facts.mutation_counts, facts.now_ms)
@@ -196,10 +208,8 @@ def mutation_quota(managers: QuotaManagers, facts: RequestFacts) -> ControllerMu
             facts.api_key, facts.api_version, facts.tenant, "", now_ms
         )
         if not isinstance(tenant_quota, UnboundedControllerMutationQuota):
-            if isinstance(quota, UnboundedControllerMutationQuota):
-                quota = tenant_quota
-            else:
-                quota = HierarchicalMutationQuota((quota, tenant_quota))
+            # Client level first, the tenant's second: mutation_throttle names the winner.
+            quota = HierarchicalMutationQuota((quota, tenant_quota))
     if managers.exempt_users and facts.user in managers.exempt_users:
         return ExemptMutationQuota(quota)
     return quota
@@ -221,6 +231,7 @@ def decide(
     if other is _FETCH_QUOTA:
         fetched = facts.response_bytes
         fetch_ms = 0
+        fetch_cause = _FETCH_CAUSE
         if fetched >= 0:
             fetch_ms = managers.fetch.record_and_get_throttle_ms(
                 facts.user, facts.client_id, fetched, facts.now_ms
@@ -231,19 +242,20 @@ def decide(
                     tenant_ms = tenants.fetch.record_and_get_throttle_ms(
                         facts.tenant, "", fetched, facts.now_ms
                     )
-                    fetch_ms = max(fetch_ms, tenant_ms)
+                    if tenant_ms > fetch_ms:
+                        fetch_ms, fetch_cause = tenant_ms, _TENANT_FETCH_CAUSE
             if facts.empties_throttled_fetch:
                 taken_back = fetched
-        others = ((_FETCH_CAUSE, fetch_ms),)
+        others = ((fetch_cause, fetch_ms),)
     elif other is not _NO_OTHER:  # charged on arrival: produce, mutations
         if admission is None:
             admission = admit(managers, facts)
         error = admission.error_code
         quota = admission.mutation_quota
         if other is _PRODUCE_QUOTA:
-            others = ((_PRODUCE_CAUSE, admission.throttle_ms),)
+            others = ((admission.cause, admission.throttle_ms),)
         elif quota is not None:
-            others = ((_MUTATION_CAUSE, quota.throttle_time(facts.now_ms)),)
+            others = (mutation_throttle(quota, facts.now_ms),)
     exempt = bool(managers.exempt_users) and facts.user in managers.exempt_users
     if exempt:
         others = ()  # metered above, throttled by no quota
@@ -262,6 +274,14 @@ def decide(
         exempt,
     )
     return throttle_ms, cause, error
+
+
+def mutation_throttle(quota: ControllerMutationQuota, now_ms: int) -> tuple[Cause, int]:
+    """A mutation quota's throttle and the level it comes from (the client's on a tie)."""
+    if isinstance(quota, HierarchicalMutationQuota):
+        throttle_ms, level = quota.throttle_level(now_ms)
+        return (_TENANT_MUTATION_CAUSE if level else _MUTATION_CAUSE), throttle_ms
+    return _MUTATION_CAUSE, quota.throttle_time(now_ms)
 
 
 def admit_mutations(
@@ -301,6 +321,7 @@ def settle(
     the winner, the fetch bytes taken back (from both). Returns (throttle ms, cause)."""
     request = managers.request
     tenants = managers.tenants if tenant else None
+    request_cause = _REQUEST_CAUSE
     if charging.request_time:
         request_ms = request.record_nanos_and_get_throttle_ms(
             user, client_id, request_time_ns, now_ms
@@ -309,13 +330,14 @@ def settle(
             tenant_ms = tenants.request.record_nanos_and_get_throttle_ms(
                 tenant, "", request_time_ns, now_ms
             )
-            request_ms = max(request_ms, tenant_ms)
+            if tenant_ms > request_ms:
+                request_ms, request_cause = tenant_ms, _TENANT_REQUEST_CAUSE
         if exempt:
             request_ms = 0
     else:
         request.record_exempt(request_time_ns, now_ms)
         request_ms = 0
-    throttle_ms, cause = choose_throttle(request_ms, others)
+    throttle_ms, cause = choose_throttle(request_ms, others, request_cause)
     if throttle_ms > 0 and fetch_bytes >= 0:
         managers.fetch.unrecord(user, client_id, fetch_bytes, now_ms)
         if tenants is not None:

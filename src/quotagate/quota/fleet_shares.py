@@ -1,8 +1,9 @@
 """The quotas a fleet holds together, seen the way the fleet ledger needs them.
 
-Byte rates (produce, fetch), controller mutations and per-topic bytes-in thresholds are
-shared by every worker of a fleet; request-time quotas are not (a share of one process's
-time, as Kafka's is a share of one broker's threads). Each shared quota answers three
+Byte rates (produce, fetch), controller mutations and per-topic bytes-in thresholds, at
+the client and at the tenant level, are shared by every worker of a fleet; request-time
+quotas are not (a share of one process's time, as Kafka's is a share of one broker's
+threads). Each shared quota answers three
 questions: what has this process recorded per key so far, record what a peer used, and
 what is the key's quota per second (for the fallback when a peer falls silent).
 """
@@ -22,6 +23,11 @@ PRODUCE: Final = "produce"
 FETCH: Final = "fetch"
 CONTROLLER_MUTATION: Final = "controller_mutation"
 TOPIC_BYTES_IN: Final = "topic_bytes_in"
+TENANT_PRODUCE: Final = "tenant_produce"
+TENANT_FETCH: Final = "tenant_fetch"
+TENANT_CONTROLLER_MUTATION: Final = "tenant_controller_mutation"
+"""The tenant level's quotas (issue 25): keys ``(tenant, "")``. A worker of an earlier
+release ignores these kinds (unknown kinds are skipped), and holds only the client level."""
 
 
 class SharedQuota(Protocol):
@@ -95,10 +101,20 @@ class TopicBytesInShare:
 
 
 def shared_quotas(managers: QuotaManagers, topics: TopicBytesInQuota) -> tuple[SharedQuota, ...]:
-    """Everything a fleet shares, request-time quotas excepted (they stay per worker)."""
-    return (
+    """Everything a fleet shares, request-time quotas excepted (they stay per worker), on
+    both levels: client-id prefixes are sharing keys of the client level, tenants the
+    tenant level's keys."""
+    shares: tuple[SharedQuota, ...] = (
         ClientQuotaShare(PRODUCE, managers.produce),
         ClientQuotaShare(FETCH, managers.fetch),
         ClientQuotaShare(CONTROLLER_MUTATION, managers.controller),
         TopicBytesInShare(topics),
     )
+    tenants = managers.tenants
+    if tenants is not None:
+        shares += (
+            ClientQuotaShare(TENANT_PRODUCE, tenants.produce),
+            ClientQuotaShare(TENANT_FETCH, tenants.fetch),
+            ClientQuotaShare(TENANT_CONTROLLER_MUTATION, tenants.controller),
+        )
+    return shares

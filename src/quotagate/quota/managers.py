@@ -140,12 +140,24 @@ class QuotaManagers:
         return None
 
     def by_cause(self, cause: Cause) -> ClientQuotaManager | None:
-        """The manager whose throttle-time sensor records a throttle of this cause."""
+        """The manager whose throttle-time sensor records a throttle of this cause: the
+        tenant level's for a tenant cause (its sensors keyed ``(tenant, "")``)."""
+        tenants = self.tenants
         return {
             Cause.PRODUCE: self.produce,
             Cause.FETCH: self.fetch,
             Cause.REQUEST: self.request,
             Cause.CONTROLLER_MUTATION: self.controller,
+            **(
+                {
+                    Cause.TENANT_PRODUCE: tenants.produce,
+                    Cause.TENANT_FETCH: tenants.fetch,
+                    Cause.TENANT_REQUEST: tenants.request,
+                    Cause.TENANT_CONTROLLER_MUTATION: tenants.controller,
+                }
+                if tenants is not None
+                else {}
+            ),
         }.get(cause)
 
     def update_quota(self, entity: Mapping[str, str | None], key: str, value: float | None) -> bool:

@@ -58,6 +58,18 @@ MIGRATIONS: tuple[str, ...] = (
         updated_ms  INTEGER NOT NULL
     ) WITHOUT ROWID
     """,
+    # Their audit: text values, so beside quota_audit (whose values are numbers).
+    """
+    CREATE TABLE IF NOT EXISTS quota_text_audit (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts_ms       INTEGER NOT NULL,
+        principal   TEXT NOT NULL,
+        source      TEXT NOT NULL,
+        name        TEXT NOT NULL,
+        old_value   TEXT,
+        new_value   TEXT
+    )
+    """,
 )
 
 TOTAL_THRESHOLD_SETTING = "total.bytes.in.per.sec.threshold"
@@ -92,6 +104,18 @@ class AuditEntry:
     quota_key: str
     old_value: float | None
     new_value: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SettingChange:
+    """One audited change of a text setting (``TEXT_SETTINGS``); None: not set."""
+
+    ts_ms: int
+    principal: str
+    source: str
+    name: str
+    old_value: str | None
+    new_value: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,9 +282,8 @@ class QuotaStore:
         return None if row is None else str(row[0])
 
     def set_text_setting(self, name: str, value: str | None, principal: str, source: str) -> bool:
-        """Store (None: remove) a text setting; False when it already was so. Who changed it
-        is logged by the caller: the audit table holds numbers."""
-        del principal, source
+        """Store (None: remove) a text setting, audited in ``quota_text_audit``; False when it
+        already was so."""
         with self._lock:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
@@ -268,9 +291,15 @@ class QuotaStore:
                 row = conn.execute(
                     "SELECT value FROM quota_text_settings WHERE name = ?", (name,)
                 ).fetchone()
-                if (None if row is None else str(row[0])) == value:
+                old = None if row is None else str(row[0])
+                if old == value:
                     conn.execute("ROLLBACK")
                     return False
+                conn.execute(
+                    "INSERT INTO quota_text_audit (ts_ms, principal, source, name, old_value, "
+                    "new_value) VALUES (?, ?, ?, ?, ?, ?)",
+                    (_now_ms(), principal, source, name, old, value),
+                )
                 if value is None:
                     conn.execute("DELETE FROM quota_text_settings WHERE name = ?", (name,))
                 else:
@@ -296,6 +325,15 @@ class QuotaStore:
                 (limit,),
             ).fetchall()
         return [AuditEntry(*row) for row in reversed(rows)]
+
+    def setting_audit(self) -> list[SettingChange]:
+        """Every audited change of the text settings, oldest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT ts_ms, principal, source, name, old_value, new_value "
+                "FROM quota_text_audit ORDER BY id"
+            ).fetchall()
+        return [SettingChange(*row) for row in rows]
 
     def _audit(
         self,

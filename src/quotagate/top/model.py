@@ -5,6 +5,9 @@ Pure: texts and times in, rows out. How the figures combine follows from what th
 (docs/gateway.md, "One /metrics"): a sharing key's rate, quota and average throttle time are
 one worker's view of a value every worker of a fleet sees whole, so the largest is taken;
 connections and throttle milliseconds belong to the worker that holds them, so they add up.
+
+Tenants (issue 25) are rows of their own (``tenant produce`` ..., entity ``tenant=<name>``),
+from the ``quotagate_tenant_*`` series; the rows of an exempt principal's keys say so.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ class QuotaKind:
     label: str
     rate_metric: str
     unit: str
+    tenant: bool = False
+    """A tenant level's quota: its rows are keyed by the tenant's name."""
 
 
 KINDS: Final = (
@@ -36,6 +41,16 @@ KINDS: Final = (
     QuotaKind("request", "request", "request_request_time", "%"),
     # The token level is what Kafka checks, but a rate reads against a rate bound.
     QuotaKind("controllermutation", "mutation", "controllermutation_mutation_rate", "/s"),
+    QuotaKind("tenant_produce", "tenant produce", "tenant_produce_byte_rate", "B/s", True),
+    QuotaKind("tenant_fetch", "tenant fetch", "tenant_fetch_byte_rate", "B/s", True),
+    QuotaKind("tenant_request", "tenant request", "tenant_request_request_time", "%", True),
+    QuotaKind(
+        "tenant_controllermutation",
+        "tenant mutation",
+        "tenant_controllermutation_mutation_rate",
+        "/s",
+        True,
+    ),
 )
 _BY_GROUP: Final = {kind.group: kind for kind in KINDS}
 UNBOUNDED_FROM: Final = 9.0e18
@@ -64,6 +79,8 @@ class Row:
     """The key's shadow quota of this type (docs/quotas.md, Shadow quotas), if one is set."""
     shadow_ratio: float | None = None
     """Share of its time the key would spend throttled were its shadow quotas live."""
+    exempt: bool = False
+    """The key's user is an exempt principal: metered, never throttled."""
 
     @property
     def key(self) -> RowKey:
@@ -72,6 +89,8 @@ class Row:
     @property
     def entity(self) -> str:
         """The sharing key as ``kafka-configs`` names entities; a part "" is not in the key."""
+        if self.kind.tenant:
+            return f"tenant={self.user}"
         parts = []
         if self.user:
             parts.append(f"user={self.user}")
@@ -142,6 +161,8 @@ class Snapshot:
     endpoints: int = 0
     answered: int = 0
     fleet: FleetHealth = field(default_factory=FleetHealth)
+    exempt: list[str] = field(default_factory=list)
+    """The exempt principals' user names, as any endpoint exports them."""
 
 
 def parse(scrapes: Sequence[Scrape]) -> Snapshot:
@@ -172,10 +193,15 @@ def parse(scrapes: Sequence[Scrape]) -> Snapshot:
     # anywhere, and the other figures then find it.
     samples.sort(key=lambda s: not s[0].endswith("_quota"))
     fleet = FleetHealth()
+    exempt: set[str] = set()
     for name, labels, value in samples:
         _take(rows, name, labels, value)
         _take_fleet(fleet, name, labels, value)
-    return Snapshot(list(rows.values()), errors, len(scrapes), answered, fleet)
+        if name == "quotagate_exempt_principal" and value:
+            exempt.add(desanitize_user(labels.get("user", "")))
+    for row in rows.values():
+        row.exempt = not row.kind.tenant and bool(row.user) and row.user in exempt
+    return Snapshot(list(rows.values()), errors, len(scrapes), answered, fleet, sorted(exempt))
 
 
 def _take_fleet(fleet: FleetHealth, name: str, labels: Mapping[str, str], value: float) -> None:
@@ -188,17 +214,34 @@ def _take_fleet(fleet: FleetHealth, name: str, labels: Mapping[str, str], value:
         fleet.silent_peers = max(fleet.silent_peers, int(value))
 
 
+def _row_key(name: str, labels: Mapping[str, str]) -> tuple[RowKey, str] | None:
+    """The row a sample belongs to and the series' name within its group."""
+    if not name.startswith("quotagate_"):
+        return None
+    body = name.removeprefix("quotagate_")
+    if body.startswith("tenant_"):
+        head, _, series = body.removeprefix("tenant_").partition("_")
+        if "tenant" not in labels:
+            return None
+        return (f"tenant_{head}", labels["tenant"], ""), series
+    if "client_id" not in labels:
+        return None
+    group, _, series = body.partition("_")
+    return (group, labels.get("user", ""), labels["client_id"]), series
+
+
 def _take(rows: dict[RowKey, Row], name: str, labels: Mapping[str, str], value: float) -> None:
-    if not name.startswith("quotagate_") or "client_id" not in labels:
+    found = _row_key(name, labels)
+    if found is None:
         return
     if name.startswith(_SHADOW):
         _take_shadow(rows, name.removeprefix(_SHADOW), labels, value)
         return
-    group, _, series = name.removeprefix("quotagate_").partition("_")
+    key, series = found
+    group = key[0]
     kind = _BY_GROUP.get(group)
     if kind is None:
         return
-    key = (group, labels.get("user", ""), labels["client_id"])
     row = rows.get(key)
     if series == "quota":
         if row is None:

@@ -50,6 +50,8 @@ def shadow_text(row: Row) -> Text:
 
 def state_text(row: Row) -> Text:
     words = []
+    if row.exempt:
+        words.append(Text("EXEMPT", style="bold cyan"))
     if row.over_quota:
         words.append(Text("OVER QUOTA", style="bold red"))
     if row.throttled:
@@ -96,6 +98,8 @@ def render(
     parts: list[RenderableType] = [header]
     if snapshot.fleet.workers:
         parts.append(fleet_text(snapshot.fleet))
+    if snapshot.exempt:
+        parts.append(Text.assemble(("exempt principals: ", "bold"), ", ".join(snapshot.exempt)))
     parts.extend(Text(f"unreachable: {error}", style="bold red") for error in snapshot.errors)
     if rows:
         parts.append(table)
