@@ -28,14 +28,14 @@ def usage_spark_schema() -> StructType:
 
 
 def check_usage_dataset(path: str | Path) -> None:
-    """Raise PipelineError unless ``path`` holds Parquet files with the usage schema."""
+    """Raise PipelineError unless ``path`` holds Parquet files with the usage schema.
+
+    Columns the schema does not name are allowed and ignored: a newer gateway may write
+    more than this pipeline reads."""
     found = _arrow_schema(path)
     columns = [name for name in found.names if name not in PARTITION_COLUMNS]
-    unknown = [name for name in columns if name not in USAGE_COLUMNS]
     missing = [name for name in USAGE_COLUMNS if name not in columns]
     problems: list[str] = []
-    if unknown:
-        problems.append(f"unknown column(s): {', '.join(unknown)}")
     if missing:
         problems.append(f"missing column(s): {', '.join(missing)}")
     for expected in USAGE_SCHEMA:
@@ -50,7 +50,8 @@ def check_usage_dataset(path: str | Path) -> None:
 
 
 def read_usage(spark: SparkSession, path: str | Path) -> DataFrame:
-    """The usage events under ``path``, checked, with exactly the schema's columns."""
+    """The usage events under ``path``, checked, with exactly the schema's columns (any
+    other column is left out)."""
     check_usage_dataset(path)
     frame = spark.read.option("basePath", str(path)).parquet(str(path))
     return frame.select(*USAGE_COLUMNS)
