@@ -57,19 +57,23 @@ def read_usage(spark: SparkSession, path: str | Path) -> DataFrame:
     return frame.select(*USAGE_COLUMNS)
 
 
-def write_usage(frame: DataFrame, path: str | Path) -> None:
-    """Write events as ``date=YYYY-MM-DD/hour=HH/`` Parquet, like the gateway does."""
+def write_usage(frame: DataFrame, path: str | Path, *, shuffle: bool = True) -> None:
+    """Write events as ``date=YYYY-MM-DD/hour=HH/`` Parquet, like the gateway does.
+
+    With ``shuffle`` each hour's events are gathered into one task first (one file per
+    hour); without, every task writes its own rows into their hours (a file per task and
+    hour, and no shuffle: what a one-pass ingest of a time-ordered log wants)."""
     stamp = F.timestamp_millis(F.col("ts_ms"))
-    (
+    frame = (
         frame.select(*USAGE_COLUMNS)
         .withColumn("date", F.date_format(stamp, "yyyy-MM-dd"))
         .withColumn("hour", F.date_format(stamp, "HH"))
-        .repartition("date", "hour")
-        .sortWithinPartitions("ts_ms")
-        .write.mode("overwrite")
-        .partitionBy(*PARTITION_COLUMNS)
-        .parquet(str(path))
     )
+    if shuffle:
+        frame = frame.repartition("date", "hour").sortWithinPartitions("ts_ms")
+    else:
+        frame = frame.sortWithinPartitions("date", "hour", "ts_ms")
+    frame.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(str(path))
 
 
 def _arrow_schema(path: str | Path) -> pa.Schema:
