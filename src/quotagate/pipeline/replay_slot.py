@@ -1,8 +1,9 @@
 """One replay task's whole work, in the executor's Python worker: read its slot's events
-from Parquet, replay them through ``replay_core``, write the predictions to Parquet and
-return the per-client, per-bucket counts the summaries are made of.
+from the events' Parquet files, replay them through ``replay_core``, write the predictions
+to Parquet and return the per-client, per-bucket counts the summaries are made of.
 
-No event crosses between the JVM and Python: the JVM only tells the task its slot number.
+No event crosses between the JVM and Python: the JVM only tells the task its slot number,
+and the task reads its clients' rows itself (pyarrow, only the columns the replay needs).
 A slot holds whole replay groups (they share no sensor), so one engine per slot decides
 exactly as one per group, and every client's rows, hence its summary cells, are in one slot.
 """
@@ -16,12 +17,16 @@ from typing import Final
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from quotagate.pipeline.replay_core import PREDICTION_TYPES, replay_table
+from quotagate.pipeline.replay_core import ORDER_COLUMNS, PREDICTION_TYPES, replay_table
+from quotagate.quota.request_rules import MUTATION_APIS
 
-SLOT_COLUMN: Final = "replay_slot"
 CLIENT: Final = ["principal", "client_id"]
+# Joins principal and client id into one key; neither holds a NUL.
+_SEPARATOR: Final = "\x00"
 CELL_SCHEMA: Final = pa.schema(
     [
         ("principal", pa.string()),
@@ -41,11 +46,27 @@ CELL_SCHEMA: Final = pa.schema(
 )
 
 
+# What replay_core orders and classifies by, plus what the summaries compare with.
+REPLAY_INPUT: Final = [
+    *ORDER_COLUMNS,
+    "acks",
+    "follower",
+    "validate_only",
+    "gateway_id",
+    "throttle_ms",
+    "throttle_cause",
+    "error_code",
+    "topics",
+]
+
+
 @dataclass(frozen=True, slots=True)
 class SlotJob:
-    """What every task needs: where the slots are, where results go, what to replay."""
+    """What every task needs: where the events are, whose events each slot replays, where
+    results go, what to replay."""
 
-    layout: str
+    events: str
+    clients: tuple[tuple[tuple[str, str], ...], ...]
     requests: str
     quota_text: str
     closed_loop: bool
@@ -53,25 +74,33 @@ class SlotJob:
     bucket_ms: int
 
 
-def slot_dir(layout: str | Path, slot: int) -> Path:
-    return Path(layout) / f"{SLOT_COLUMN}={slot}"
-
-
 def run_slot(job: SlotJob, slot: int) -> pa.Table:
     """Replay one slot; its cells (no rows when no group was dealt to it)."""
-    source = slot_dir(job.layout, slot)
-    if not source.is_dir():
+    clients = job.clients[slot]
+    if not clients:
         return CELL_SCHEMA.empty_table()
-    events = pq.read_table(source)
+    events = read_clients(job.events, clients)
     if not events.num_rows:
         return CELL_SCHEMA.empty_table()
-    names = [n for n in events.column_names if n != SLOT_COLUMN]
-    replayed = replay_table(events.select(names), job.quota_text, job.closed_loop)
-    # The layout's files carry Spark's own schema in their metadata, which Spark would
-    # believe over the columns written here: the predictions would be invisible to it.
-    results = replayed.select([*names, *PREDICTION_TYPES]).replace_schema_metadata(None)
+    replayed = replay_table(events, job.quota_text, job.closed_loop)
+    results = replayed.select([*events.column_names, *PREDICTION_TYPES])
     pq.write_table(results, Path(job.requests) / f"part-{slot:05d}.parquet")
     return cells(replayed, job.first_ms, job.bucket_ms)
+
+
+def read_clients(events: str, clients: tuple[tuple[str, str], ...]) -> pa.Table:
+    """The replay's columns of these clients' events. Per-topic counts matter only to
+    mutations (charged topic by topic): other requests' topics are left null."""
+    dataset = ds.dataset(events, format="parquet", partitioning="hive")
+    principals = sorted({principal for principal, _ in clients})
+    table = dataset.to_table(columns=REPLAY_INPUT, filter=pc.field("principal").isin(principals))
+    keys = pc.binary_join_element_wise(table["principal"], table["client_id"], _SEPARATOR)
+    wanted = pa.array([f"{principal}{_SEPARATOR}{client}" for principal, client in clients])
+    table = table.filter(pc.is_in(keys, value_set=wanted))
+    mutation = pc.is_in(table["api_key"], value_set=pa.array(sorted(MUTATION_APIS), pa.int16()))
+    topics = table["topics"]
+    only_mutations = pc.if_else(mutation, topics, pa.scalar(None, topics.type))
+    return table.set_column(table.schema.get_field_index("topics"), "topics", only_mutations)
 
 
 def cells(requests: pa.Table, first_ms: int, bucket_ms: int) -> pa.Table:
