@@ -98,9 +98,17 @@ def read_clients(events: str, clients: tuple[tuple[str, str], ...]) -> pa.Table:
     wanted = pa.array([f"{principal}{_SEPARATOR}{client}" for principal, client in clients])
     table = table.filter(pc.is_in(keys, value_set=wanted))
     mutation = pc.is_in(table["api_key"], value_set=pa.array(sorted(MUTATION_APIS), pa.int16()))
-    topics = table["topics"]
-    only_mutations = pc.if_else(mutation, topics, pa.scalar(None, topics.type))
-    return table.set_column(table.schema.get_field_index("topics"), "topics", only_mutations)
+    topics = _only_where(table["topics"].combine_chunks(), mutation.combine_chunks())
+    return table.set_column(table.schema.get_field_index("topics"), "topics", topics)
+
+
+def _only_where(lists: pa.ListArray, keep: pa.BooleanArray) -> pa.ListArray:
+    """``lists`` with every entry but those ``keep`` marks made null. Only the validity
+    changes (``pc.if_else`` on a list of structs took 0.9 s per 500 000 rows)."""
+    if lists.offset:
+        lists = pa.concat_arrays([lists])  # from_arrays takes no offset with a mask
+    drop = pc.or_kleene(pc.invert(keep), lists.is_null())
+    return pa.ListArray.from_arrays(lists.offsets, lists.values, mask=pc.fill_null(drop, True))
 
 
 def cells(requests: pa.Table, first_ms: int, bucket_ms: int) -> pa.Table:
