@@ -51,10 +51,11 @@ def replay(
     started = time.perf_counter()
     usage = read_usage(spark, events_path)
     clients, first_ms, last_ms = _deal_clients(spark, usage, quota_text)
+    # Absolute: an executor's working directory is not the driver's.
     job = SlotJob(
-        events=str(events_path),
+        events=str(Path(events_path).resolve()),
         clients=clients,
-        requests=str(out / "requests"),
+        requests=str((out / "requests").resolve()),
         quota_text=quota_text,
         closed_loop=closed_loop,
         first_ms=first_ms,
