@@ -28,16 +28,16 @@ def usage_spark_schema() -> StructType:
 
 
 def check_usage_dataset(path: str | Path) -> None:
-    """Raise PipelineError unless ``path`` holds Parquet files with the usage schema."""
+    """Raise PipelineError unless ``path`` holds Parquet files with the usage schema.
+
+    Columns the schema does not name are allowed and ignored: a newer gateway may write
+    more than this pipeline reads."""
     found = _arrow_schema(path)
     columns = [name for name in found.names if name not in PARTITION_COLUMNS]
-    unknown = [name for name in columns if name not in USAGE_COLUMNS]
     missing = [
         name for name in USAGE_COLUMNS if name not in columns and name not in OPTIONAL_COLUMNS
     ]
     problems: list[str] = []
-    if unknown:
-        problems.append(f"unknown column(s): {', '.join(unknown)}")
     if missing:
         problems.append(f"missing column(s): {', '.join(missing)}")
     for expected in USAGE_SCHEMA:
@@ -52,7 +52,8 @@ def check_usage_dataset(path: str | Path) -> None:
 
 
 def read_usage(spark: SparkSession, path: str | Path) -> DataFrame:
-    """The usage events under ``path``, checked, with exactly the schema's columns."""
+    """The usage events under ``path``, checked, with exactly the schema's columns (any
+    other column is left out)."""
     check_usage_dataset(path)
     frame = spark.read.option("basePath", str(path)).parquet(str(path))
     for name in OPTIONAL_COLUMNS:
@@ -62,19 +63,23 @@ def read_usage(spark: SparkSession, path: str | Path) -> DataFrame:
     return frame.select(*USAGE_COLUMNS)
 
 
-def write_usage(frame: DataFrame, path: str | Path) -> None:
-    """Write events as ``date=YYYY-MM-DD/hour=HH/`` Parquet, like the gateway does."""
+def write_usage(frame: DataFrame, path: str | Path, *, shuffle: bool = True) -> None:
+    """Write events as ``date=YYYY-MM-DD/hour=HH/`` Parquet, like the gateway does.
+
+    With ``shuffle`` each hour's events are gathered into one task first (one file per
+    hour); without, every task writes its own rows into their hours (a file per task and
+    hour, and no shuffle: what a one-pass ingest of a time-ordered log wants)."""
     stamp = F.timestamp_millis(F.col("ts_ms"))
-    (
+    frame = (
         frame.select(*USAGE_COLUMNS)
         .withColumn("date", F.date_format(stamp, "yyyy-MM-dd"))
         .withColumn("hour", F.date_format(stamp, "HH"))
-        .repartition("date", "hour")
-        .sortWithinPartitions("ts_ms")
-        .write.mode("overwrite")
-        .partitionBy(*PARTITION_COLUMNS)
-        .parquet(str(path))
     )
+    if shuffle:
+        frame = frame.repartition("date", "hour").sortWithinPartitions("ts_ms")
+    else:
+        frame = frame.sortWithinPartitions("date", "hour", "ts_ms")
+    frame.write.mode("overwrite").partitionBy(*PARTITION_COLUMNS).parquet(str(path))
 
 
 def _arrow_schema(path: str | Path) -> pa.Schema:

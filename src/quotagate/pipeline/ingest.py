@@ -14,6 +14,8 @@ sizes: produce bytes are the record bytes, fetch bytes the records returned.
 
 from __future__ import annotations
 
+import json
+import shutil
 from datetime import UTC, timezone
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
 
 REPORT_NAME: Final = "_ingest_report.json"
 SAMPLES: Final = 20
+_SAMPLE_BUCKETS: Final = 2 * SAMPLES
+_STATUSES: Final = ("ok", "error", "other")
 
 
 def parse_line(line: str, gateway_id: str, tz: timezone = UTC) -> dict[str, Any]:
@@ -58,33 +62,38 @@ def ingest(
 
     The lines are parsed by Spark SQL in the JVM (``ingest_sql``); ``parse_line`` is the
     same parsing in Python, kept as the reference the tests hold the JVM's to."""
+    from pyspark.sql import Observation  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     from quotagate.pipeline.ingest_sql import parse_lines  # noqa: PLC0415
 
     files = _input_files(Path(logs))
     lines = spark.read.text([str(f) for f in files]).withColumn("file", F.input_file_name())
-    parsed = parse_lines(lines, tz).cache()
-    try:
-        counts = {r["status"]: int(r["count"]) for r in parsed.groupBy("status").count().collect()}
-        if counts.get("ok", 0) == 0:
-            raise PipelineError(
-                f"no request-log line under {logs} parsed "
-                f"({counts.get('error', 0)} failed, {counts.get('other', 0)} other lines); "
-                "is kafka.request.logger at DEBUG?"
-            )
-        write_usage(parsed.where(F.col("status") == "ok").drop("status", "reason", "line"), out)
-        report = {
-            "files": len(files),
-            "lines": sum(counts.values()),
-            "events": counts.get("ok", 0),
-            "failed": counts.get("error", 0),
-            "other": counts.get("other", 0),
-            "failed_samples": _samples(parsed, "error"),
-            "other_samples": _samples(parsed, "other"),
-        }
-    finally:
-        parsed.unpersist()
+    parsed = parse_lines(lines, tz)
+    # One pass over the lines: the write of the events also counts every bucket and keeps
+    # samples of the lines that are not events (no cache, no second parse).
+    seen = Observation("ingest")
+    observed = parsed.observe(seen, *_bucket_metrics())
+    ok = F.col("status") == "ok"
+    write_usage(observed.where(ok).drop("status", "reason", "line"), out, shuffle=False)
+    metrics = seen.get
+    counts = {status: int(metrics[status]) for status in _STATUSES}
+    if counts["ok"] == 0:
+        shutil.rmtree(out, ignore_errors=True)
+        raise PipelineError(
+            f"no request-log line under {logs} parsed "
+            f"({counts['error']} failed, {counts['other']} other lines); "
+            "is kafka.request.logger at DEBUG?"
+        )
+    report = {
+        "files": len(files),
+        "lines": sum(counts.values()),
+        "events": counts["ok"],
+        "failed": counts["error"],
+        "other": counts["other"],
+        "failed_samples": _samples(metrics, "error"),
+        "other_samples": _samples(metrics, "other"),
+    }
     write_json(Path(out) / REPORT_NAME, report)
     return report
 
@@ -123,11 +132,30 @@ def _status(status: str, reason: str, line: str) -> dict[str, Any]:
     return {"status": status, "reason": reason, "line": line[:2000]}
 
 
-def _samples(parsed: Any, status: str) -> list[dict[str, str]]:
+def _bucket_metrics() -> list[Any]:
+    """Aggregates over every parsed line: a count per bucket, and for the two buckets of
+    lines that are not events, one sample per hash bucket of the line (bounded memory
+    whatever the number of such lines; lines that share a hash bucket give one sample)."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
-    rows = parsed.where(F.col("status") == status).select("reason", "line").limit(SAMPLES)
-    return [{"reason": r["reason"], "line": r["line"]} for r in rows.collect()]
+    status = F.col("status")
+    metrics = [F.count(F.when(status == name, 1)).alias(name) for name in _STATUSES]
+    spread = F.pmod(F.xxhash64("line"), F.lit(_SAMPLE_BUCKETS))
+    for name in ("error", "other"):
+        for bucket in range(_SAMPLE_BUCKETS):
+            # As JSON text: an observed metric cannot be a struct.
+            sample = F.when(
+                (status == name) & (spread == bucket), F.to_json(F.struct("line", "reason"))
+            )
+            # The least line of the bucket: the same samples however the lines are split.
+            metrics.append(F.min(sample).alias(f"{name}_{bucket}"))
+    return metrics
+
+
+def _samples(metrics: Any, status: str) -> list[dict[str, str]]:
+    found = (metrics[f"{status}_{bucket}"] for bucket in range(_SAMPLE_BUCKETS))
+    samples = [json.loads(text) for text in found if text is not None][:SAMPLES]
+    return [{"reason": sample.get("reason"), "line": sample["line"]} for sample in samples]
 
 
 def _input_files(logs: Path) -> list[Path]:

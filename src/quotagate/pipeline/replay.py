@@ -2,13 +2,15 @@
 
 Events are grouped so that every group can run on its own engine instance (see
 ``sharing.replay_groups``). Whole groups are dealt to slots, largest first onto the
-lightest slot, and the events are laid out once as Parquet partitioned by slot (the JVM
-scans and writes, nothing else). Each replay task then reads its own slot's files with
-pyarrow in its Python worker, replays them in time order through ``replay_core`` on one
-engine (the slot's groups share no sensor, so one engine decides exactly as one per group
-would), writes the predictions with pyarrow and hands back only per-client, per-bucket
-counts (``replay_slot``): no event crosses between the JVM and Python, which is what the
-Arrow exchange of a ``mapInArrow`` over the events cost (BENCHMARKS.md, "Pipeline").
+lightest slot. Each replay task then reads its own slot's clients straight from the
+events' Parquet files with pyarrow in its Python worker, replays them in time order
+through ``replay_core`` on one engine (the slot's groups share no sensor, so one engine
+decides exactly as one per group would), writes the predictions with pyarrow and hands
+back only per-client, per-bucket counts (``replay_slot``). The JVM counts events per
+client (for the groups and the heatmap's bounds) and schedules the tasks; no event crosses
+between the JVM and Python, and none is copied into a layout first: those copies and the
+Arrow exchange of a ``mapInArrow`` over the events were most of the replay's cost
+(BENCHMARKS.md, "Pipeline").
 """
 
 from __future__ import annotations
@@ -29,27 +31,11 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from quotagate.pipeline.events import read_usage
 from quotagate.pipeline.quotas import parse_quotas
-from quotagate.pipeline.replay_core import ORDER_COLUMNS
-from quotagate.pipeline.replay_slot import CELL_SCHEMA, CLIENT, SLOT_COLUMN, SlotJob, run_slot
+from quotagate.pipeline.replay_slot import CELL_SCHEMA, CLIENT, SlotJob, run_slot
 from quotagate.pipeline.sharing import has_tenant_quotas, replay_groups
 from quotagate.pipeline.tables import write_json
-from quotagate.quota.request_rules import MUTATION_APIS
 
 HEATMAP_BUCKETS = 48
-# What replay_core orders and classifies by, plus what the summaries compare with.
-_REPLAY_INPUT = [
-    *ORDER_COLUMNS,
-    "acks",
-    "follower",
-    "validate_only",
-    "gateway_id",
-    "throttle_ms",
-    "throttle_cause",
-    "error_code",
-    "tenant",
-]
-# Where the events are laid out by slot for the replay tasks, removed afterwards.
-_LAYOUT = "_events_by_slot"
 
 
 def replay(
@@ -64,24 +50,19 @@ def replay(
     out = Path(out)
     started = time.perf_counter()
     usage = read_usage(spark, events_path)
-    # Per-topic counts matter only to mutations (charged topic by topic); a produce's list of
-    # topics would only weigh on the layout.
-    mutation_topics = F.when(F.col("api_key").isin(*MUTATION_APIS), F.col("topics"))
-    events = usage.select(*_REPLAY_INPUT, mutation_topics.alias("topics"))
-    slots, first_ms, last_ms = _lay_out(spark, events, quota_text, out / _LAYOUT)
+    clients, first_ms, last_ms = _deal_clients(spark, usage, quota_text)
+    # Absolute: an executor's working directory is not the driver's.
     job = SlotJob(
-        layout=str(out / _LAYOUT),
-        requests=str(out / "requests"),
+        events=str(Path(events_path).resolve()),
+        clients=clients,
+        requests=str((out / "requests").resolve()),
         quota_text=quota_text,
         closed_loop=closed_loop,
         first_ms=first_ms,
         bucket_ms=max(1, (last_ms - first_ms) // HEATMAP_BUCKETS + 1),
     )
     _fresh(out / "requests")
-    try:
-        cells = _run_slots(spark, job, slots)
-    finally:
-        shutil.rmtree(out / _LAYOUT, ignore_errors=True)
+    cells = _run_slots(spark, job)
     replay_s = time.perf_counter() - started
     _write_table(entity_summary(cells), out / "entities")
     _write_table(throttle_heatmap(cells), out / "heatmap")
@@ -100,14 +81,14 @@ def replay(
     return summary
 
 
-def _lay_out(
-    spark: SparkSession, events: DataFrame, quota_text: str, layout: Path
-) -> tuple[int, int, int]:
-    """Write ``events`` under ``layout`` partitioned by replay slot; returns the number of
-    slots and the first and last event time (0, 0 without events)."""
+def _deal_clients(
+    spark: SparkSession, usage: DataFrame, quota_text: str
+) -> tuple[tuple[tuple[tuple[str, str], ...], ...], int, int]:
+    """The clients (principal, client id) of every slot, and the first and last event
+    time (0, 0 without events)."""
     quota_file = parse_quotas(quota_text)
     counted = (
-        events.groupBy(*CLIENT)
+        usage.groupBy(*CLIENT)
         .agg(
             F.count(F.lit(1)).alias("count"), F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi")
         )
@@ -116,7 +97,7 @@ def _lay_out(
     members = []
     if has_tenant_quotas(quota_file):
         # A tenant's clients share its sensors: they must replay in one group.
-        tenanted = events.where(F.col("tenant") != "").select(*CLIENT, "tenant").distinct()
+        tenanted = usage.where(F.col("tenant") != "").select(*CLIENT, "tenant").distinct()
         members = [(r.principal, r.client_id, r.tenant) for r in tenanted.collect()]
     pairs = [(r.principal, r.client_id) for r in counted]
     groups = replay_groups(quota_file, pairs, members)
@@ -126,24 +107,15 @@ def _lay_out(
         sizes[group] = sizes.get(group, 0) + int(r["count"])
     slots = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
     placed = _deal(sizes, slots)
-    slot_table = spark.createDataFrame(
-        [(p, c, placed[g]) for (p, c), g in groups.items()],
-        f"principal string, client_id string, {SLOT_COLUMN} int",
-    )
-    # No shuffle: each scan task writes its rows straight into their slots' directories.
-    (
-        events.join(F.broadcast(slot_table), CLIENT)
-        .select(*events.columns, SLOT_COLUMN)
-        .write.mode("overwrite")
-        .partitionBy(SLOT_COLUMN)
-        .parquet(str(layout))
-    )
+    clients: list[list[tuple[str, str]]] = [[] for _ in range(slots)]
+    for client, group in sorted(groups.items()):
+        clients[placed[group]].append(client)
     first_ms = min((int(r["lo"]) for r in counted), default=0)
     last_ms = max((int(r["hi"]) for r in counted), default=0)
-    return slots, first_ms, last_ms
+    return tuple(tuple(c) for c in clients), first_ms, last_ms
 
 
-def _run_slots(spark: SparkSession, job: SlotJob, slots: int) -> pd.DataFrame:
+def _run_slots(spark: SparkSession, job: SlotJob) -> pd.DataFrame:
     """One task per slot; the JVM only schedules them and gathers their (small) cells."""
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -151,6 +123,7 @@ def _run_slots(spark: SparkSession, job: SlotJob, slots: int) -> pd.DataFrame:
             for slot in batch.column(0).to_pylist():
                 yield from run_slot(job, int(slot)).to_batches()
 
+    slots = len(job.clients)
     tasks = spark.range(0, slots, numPartitions=slots)
     cells = tasks.mapInArrow(run, from_arrow_schema(CELL_SCHEMA)).toPandas()
     return cells if len(cells) else CELL_SCHEMA.empty_table().to_pandas()
