@@ -20,6 +20,7 @@ importing quotagate from ``DIR`` (the ``src`` directory of another checkout, e.g
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -68,11 +69,7 @@ def main() -> None:
 
     with TansuBroker() as broker, tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        extra = ""
-        if args.quotas_usage:
-            store = workdir / "quotas.db"
-            configure_quotas(store)
-            extra = f'[store]\npath = "{store}"\n'
+        stores: dict[Path | None, str] = {}
         gateways: dict[str, subprocess.Popen[bytes]] = {}
         try:
             sides = [("direct", broker.bootstrap)]
@@ -82,8 +79,13 @@ def main() -> None:
             if args.baseline_src is not None:
                 sources.append(("baseline gateway", args.baseline_src.resolve(), False))
             for index, (name, src, pure) in enumerate(sources):
-                usage = f'[usage]\npath = "{workdir / f"usage-{index}"}"\n'
-                config = extra + usage if args.quotas_usage else extra
+                config = ""
+                if args.quotas_usage:
+                    if src not in stores:
+                        store = workdir / f"quotas-{len(stores)}.db"
+                        configure_quotas(store, src)
+                        stores[src] = f'[store]\npath = "{store}"\n'
+                    config = stores[src] + f'[usage]\npath = "{workdir / f"usage-{index}"}"\n'
                 bootstrap, gateways[name] = start_gateway(
                     broker.bootstrap, workdir, config, src, pure=pure
                 )
@@ -112,11 +114,27 @@ def every_client_quotas() -> list[Change]:
     ]
 
 
-def configure_quotas(store_path: Path) -> None:
-    """``every_client_quotas`` in the quota store a gateway will open."""
-    store = QuotaStore.open(store_path)
-    store.alter_client_quotas(every_client_quotas(), "benchmark", "benchmarks")
-    store.close()
+def configure_quotas(store_path: Path, src: Path | None = None) -> None:
+    """``every_client_quotas`` in the quota store a gateway will open. ``src``: write it with
+    the quotagate of that tree (a store file is at its writer's schema version, which an
+    older gateway refuses to open)."""
+    if src is None:
+        store = QuotaStore.open(store_path)
+        store.alter_client_quotas(every_client_quotas(), "benchmark", "benchmarks")
+        store.close()
+        return
+    changes = [(c.entity, c.key, c.value) for c in every_client_quotas()]
+    script = (
+        "import sys, json\n"
+        "from quotagate.store.quotas import Change, QuotaStore\n"
+        "store = QuotaStore.open(sys.argv[1])\n"
+        "changes = [Change(e, k, v) for e, k, v in json.loads(sys.argv[2])]\n"
+        "store.alter_client_quotas(changes, 'benchmark', 'benchmarks')\n"
+        "store.close()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    command = [sys.executable, "-c", script, str(store_path), json.dumps(changes)]
+    subprocess.run(command, env=env, check=True)
 
 
 def start_gateway(

@@ -329,10 +329,13 @@ def main() -> None:
             )
             gateways.append(pure_process)
         if args.baseline_src is not None:
+            baseline_store = workdir / "quotas-baseline.db"
+            configure_quotas(baseline_store, args.baseline_src.resolve())
             baseline, baseline_process = start_gateway(
                 broker.bootstrap,
                 workdir,
-                f'[store]\npath = "{store}"\n[usage]\npath = "{workdir / "usage-baseline"}"\n',
+                f'[store]\npath = "{baseline_store}"\n'
+                f'[usage]\npath = "{workdir / "usage-baseline"}"\n',
                 args.baseline_src.resolve(),
             )
             gateways.append(baseline_process)
