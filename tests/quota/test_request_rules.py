@@ -8,9 +8,10 @@ from quotagate.quota import (
     Cause,
     OtherQuota,
     QuotaManagers,
+    RequestFacts,
     admit_mutations,
-    charge_whole,
     classify,
+    decide,
     principal_user,
     request_rules,
     settle,
@@ -92,15 +93,16 @@ def test_settle_takes_the_largest_throttle_ties_to_request_and_gives_fetch_bytes
     assert managers.fetch.record_and_get_throttle_ms("bob", "", 1, NOW) == 0
 
 
-def test_charge_whole_reports_error_89_when_a_strict_mutation_topic_is_refused() -> None:
+def test_decide_reports_error_89_when_a_strict_mutation_topic_is_refused() -> None:
     managers = QuotaManagers.create()
     managers.update_quota({"user": "carol"}, "controller_mutation_rate", 1)
     charging = classify(19, 7)
     # A strict quota admits while tokens remain (the bucket may go negative) and throttles
     # only a refusal: the first request passes unthrottled, the next one is refused.
-    first = charge_whole(managers, charging, "carol", "", 19, 7, 0, 0, [20], NOW)
+    first = decide(managers, RequestFacts(charging, "carol", "", 19, 7, NOW, mutation_counts=[20]))
     assert first == (0, Cause.NONE, 0)
-    throttle_ms, cause, error = charge_whole(managers, charging, "carol", "", 19, 7, 0, 0, [1], NOW)
+    second = RequestFacts(charging, "carol", "", 19, 7, NOW, mutation_counts=[1])
+    throttle_ms, cause, error = decide(managers, second)
     assert (cause, error) == (Cause.CONTROLLER_MUTATION, 89) and throttle_ms > 0
 
 

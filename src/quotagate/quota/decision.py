@@ -343,35 +343,3 @@ def settle(
         if tenants is not None:
             tenants.fetch.unrecord(tenant, "", fetch_bytes, now_ms)
     return throttle_ms, cause
-
-
-def charge_whole(
-    managers: QuotaManagers,
-    charging: Charging,
-    user: str,
-    client_id: str,
-    api_key: int,
-    api_version: int,
-    request_time_ns: int,
-    amount: int,
-    mutation_counts: Sequence[int],
-    now_ms: int,
-) -> Decision:
-    """:func:`decide` with the facts as positional arguments, ``amount`` being the request
-    size of a produce and the response size of a fetch: the form the rules had before
-    :class:`RequestFacts`, which the engine's own rule tests still call."""
-    return decide(
-        managers,
-        RequestFacts(
-            charging,
-            user,
-            client_id,
-            api_key,
-            api_version,
-            now_ms,
-            amount,
-            amount,
-            mutation_counts,
-            request_time_ns,
-        ),
-    )
