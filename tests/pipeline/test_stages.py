@@ -92,8 +92,8 @@ def test_bad_usage_tables_get_one_readable_sentence(tmp_path: Path, events_dir: 
     assert "extra" not in str(error.value)
     events = ds.dataset(str(events_dir), format="parquet", partitioning="hive").head(10)
     events = events.select(list(USAGE_COLUMNS))
-    newer = events.append_column("tenant", pa.array(["t1"] * 10)).append_column(
-        "shadow_throttle_ms", pa.array([0] * 10, pa.int32())
+    newer = events.append_column("a_newer_gateways_column", pa.array(["x"] * 10)).append_column(
+        "and_another", pa.array([0] * 10, pa.int32())
     )
     (tmp_path / "newer").mkdir()
     pq.write_table(newer, tmp_path / "newer" / "part.parquet")

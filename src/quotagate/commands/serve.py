@@ -133,14 +133,16 @@ def _serve_workers(settings: GatewayConfig) -> None:
     settings, held = hold_listen_ports(settings)
     supervisor = Supervisor(settings, run_worker)
     supervisor.install_signal_handlers()
+    metrics = None
     try:
-        supervisor.start()
-        metrics = None
+        # Bound before the workers start: a port they take (their own metrics, broker ports)
+        # can then never be the configured one.
         address = settings.metrics_listen
         if address is not None:
             registry = CollectorRegistry()
             registry.register(WorkersCollector(supervisor.metrics_endpoints))
             metrics, _ = start_http_server(address.port, address.host, registry=registry)
+        supervisor.start()
         for listener in settings.listeners:
             typer.echo(
                 f"quotagate is serving listener {listener.name} ({listener.security_protocol}) "
@@ -153,10 +155,10 @@ def _serve_workers(settings: GatewayConfig) -> None:
             port = metrics.server_address[1]
             typer.echo(f"Prometheus metrics (all workers): http://{address.host}:{port}/metrics")
         supervisor.run()
+    finally:
         if metrics is not None:
             metrics.shutdown()
             metrics.server_close()
-    finally:
         for sock in held:
             sock.close()
 
