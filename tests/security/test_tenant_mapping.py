@@ -11,25 +11,13 @@ from __future__ import annotations
 import pytest
 
 from quotagate.security.tenant_mapping import InvalidRuleError, TenantMapper
+from support.ssl_mapper_vectors import INVALID as SSL_INVALID
+from support.ssl_mapper_vectors import VALID as SSL_VALID
 
 # SslPrincipalMapperTest.testValidRules, DEFAULT aside.
-VALID = (
-    "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/",
-    "RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/",
-    "RULE:^.*[Cc][Nn]=([a-zA-Z0-9.]*).*$/$1/L",
-    "RULE:^cn=(.?),ou=(.?),dc=(.?),dc=(.?)$/$1@$2/U",
-    "RULE:^CN=([^,ADEFLTU,]+)(,.*|$)/$1/",
-    "RULE:^CN=([^,DEFAULT,]+)(,.*|$)/$1/",
-)
-# testInvalidRules, rewritten for both targets.
-INVALID = (
-    "RULE:CN=(.*?),OU=ServiceUsers.*/$1",
-    "rule:^CN=(.*?),OU=ServiceUsers.*$/$1/",
-    "RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L/U",
-    "RULE:^CN=(.*?),OU=ServiceUsers.*$/L",
-    "RULE:^CN=(.*?),OU=ServiceUsers.*$/U",
-    "RULE:^CN=(.*?),OU=ServiceUsers.*$/LU",
-)
+VALID = tuple(rules for rules in SSL_VALID if not rules.endswith("DEFAULT"))
+# testInvalidRules' RULE lines, rewritten for both targets.
+INVALID = tuple(rules for rules in SSL_INVALID if rules.lower().startswith("rule:"))
 
 
 def _on(target: str, rule: str) -> str:
