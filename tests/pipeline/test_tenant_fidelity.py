@@ -228,3 +228,27 @@ def test_rollup_recommend_and_report_per_tenant(
         ReportInputs(tmp_path / "rollup", recommendation=quota_path), tmp_path / "r.html"
     ).read_text()
     assert "<h2>Tenants</h2>" in page and "<td>team</td>" in page
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_rollup_and_recommend_follow_and_carry_the_candidates_rules(
+    recorded: Path, spark: SparkSession, tmp_path: Path
+) -> None:
+    """--quotas with [broker] rules: the rollup's tenants are the ones they name (solo joins
+    the team), and recommend writes the same [broker] beside the tenant quota it proposes."""
+    events = ds.dataset(recorded, format="parquet", partitioning="hive").to_table().to_pandas()
+    joined = events[(events["tenant"] == "team") | (events["client_id"] == "solo")]
+    candidate = SOLO_JOINS + '"quota.exempt.principals" = ["User:canary"]\n'
+    rollup(spark, recorded, tmp_path / "rollup", quota_text=candidate)
+    entities = pd.read_parquet(tmp_path / "rollup" / "tenants" / "entities")
+    produce = entities[entities["quota_type"] == "produce"].iloc[0]
+    assert produce["share_user"] == "team" and produce["members"] == len(MEMBERS) + 1
+    assert produce["total"] == joined.loc[joined["api_key"] == 0, "request_bytes"].sum()
+
+    quota_path = tmp_path / "recommended.toml"
+    recommend(spark, tmp_path / "rollup", quota_path, RecommendOptions())
+    proposed = load_quota_file(quota_path.read_text())
+    assert proposed.tenant_mapping_rules == f"{RULES},RULE:client-id:^solo$/team/"
+    assert proposed.exempt_principals == ["User:canary"]
+    assert any(e.entity == {"tenant": "team"} for e in proposed.entries)

@@ -93,7 +93,7 @@ def load_quota_file(text: str) -> QuotaFile:
         isinstance(v, int | float) for v in gateway.values()
     ):
         raise QuotaFileError("[gateway] must map setting names to numbers")
-    rules, exempt = _broker(document.get("broker", {}))
+    rules, exempt = read_broker_table(document.get("broker", {}))
     return QuotaFile(entries, dict(gateway), rules, exempt)
 
 
@@ -110,18 +110,25 @@ def dump_quota_file(quota_file: QuotaFile) -> str:
     document: dict[str, Any] = {"quota": tables}
     if quota_file.gateway:
         document["gateway"] = dict(quota_file.gateway)
-    broker: dict[str, Any] = {}
-    if quota_file.tenant_mapping_rules is not None:
-        broker[TENANT_MAPPING_RULES] = quota_file.tenant_mapping_rules
-    if quota_file.exempt_principals is not None:
-        broker[EXEMPT_PRINCIPALS] = list(quota_file.exempt_principals)
+    broker = broker_table(quota_file)
     if broker:
         document["broker"] = broker
     return tomli_w.dumps(document)
 
 
-def _broker(table: object) -> tuple[str | None, list[str] | None]:
-    """``[broker]``: the rules' text and the exempt principals (None where not given)."""
+def broker_table(quota_file: QuotaFile) -> dict[str, Any]:
+    """The file's ``[broker]`` settings that are given, as the file writes them."""
+    broker: dict[str, Any] = {}
+    if quota_file.tenant_mapping_rules is not None:
+        broker[TENANT_MAPPING_RULES] = quota_file.tenant_mapping_rules
+    if quota_file.exempt_principals is not None:
+        broker[EXEMPT_PRINCIPALS] = list(quota_file.exempt_principals)
+    return broker
+
+
+def read_broker_table(table: object) -> tuple[str | None, list[str] | None]:
+    """``[broker]``: the rules' text and the exempt principals (None where not given);
+    raises :class:`QuotaFileError` saying what to write."""
     if not isinstance(table, dict):
         raise QuotaFileError(f"[broker] must be a table of {list(BROKER_SETTINGS)}")
     unknown = sorted(set(table) - set(BROKER_SETTINGS))
