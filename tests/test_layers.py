@@ -35,7 +35,8 @@ ALLOWED: dict[str, set[str]] = {
     # security: the tenant rules share the grammar of Kafka's principal mapping rules.
     "enforcement": {"gateway", "protocol", "quota", "store", "usage", "fleet", "logs", "security"},
     "client": {"protocol", "quota", "logs"},
-    "pipeline": {"quota", "usage", "logs"},
+    # security: a candidate quota file's tenant.mapping.rules, read as the gateway reads them.
+    "pipeline": {"quota", "usage", "logs", "security"},
     "top": {"quota"},
 }
 

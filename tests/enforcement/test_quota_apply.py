@@ -137,3 +137,47 @@ def test_apply_usage_errors_exit_2(tmp_path: Path) -> None:
     assert "producer_byte_rate" in bad.output
     both = _invoke("apply", str(quota_file), "-b", "127.0.0.1:1", "--plan", "--check")
     assert both.exit_code == 2 and "at most one of" in both.output
+
+
+def test_apply_sets_the_files_broker_settings_as_incremental_alter_configs_does(
+    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path
+) -> None:
+    """[broker] of the quota file: the default broker's tenant.mapping.rules and
+    quota.exempt.principals reach the gateway's store, with its audit (source
+    IncrementalAlterConfigs), exactly as kafka-configs would set them."""
+    store = tmp_path / "apply.db"
+    gateway = start_quota_gateway(quota_tansu.bootstrap, quotas=SUPER, store=store)
+    sync = gateway.runtime.store_sync
+    rules = "RULE:client-id:^team-([a-z]+)-.*$/$1/"
+    quota_file = tmp_path / "quotas.toml"
+    quota_file.write_text(
+        dump_quota_file(
+            QuotaFile(
+                [QuotaFileEntry({"tenant": "search"}, {"producer_byte_rate": 2e6})],
+                tenant_mapping_rules=rules,
+                exempt_principals=["User:canary", "User:mm2"],
+            )
+        )
+    )
+    planned = _invoke("apply", str(quota_file), "-b", gateway.bootstrap, "--plan")
+    assert planned.exit_code == 0, planned.output
+    assert f"broker default: tenant.mapping.rules = {rules!r} (set as given)" in planned.stdout
+    assert sync.tenant_mapper.tenant("u", "team-search-1") == ""  # --plan changed nothing
+    dry = _invoke("apply", str(quota_file), "-b", gateway.bootstrap, "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert sync.tenant_mapper.tenant("u", "team-search-1") == ""
+
+    applied = _invoke("apply", str(quota_file), "-b", gateway.bootstrap)
+    assert applied.exit_code == 0, applied.output
+    assert "broker default: tenant.mapping.rules, quota.exempt.principals" in applied.stdout
+    assert sync.tenant_mapper.tenant("u", "team-search-1") == "search"
+    assert gateway.runtime.managers.exempt_users == {"canary", "mm2"}
+    history = _invoke("history", "--store", str(store), "-o", "json")
+    assert history.exit_code == 0, history.output
+    assert "IncrementalAlterConfigs" in history.stdout and "User:canary,User:mm2" in history.stdout
+
+    # The gateway's own rule refuses a bad rule before anything is sent.
+    quota_file.write_text('[broker]\n"tenant.mapping.rules" = "RULE:users:x/y/"\n')
+    bad = _invoke("apply", str(quota_file), "-b", gateway.bootstrap)
+    assert bad.exit_code == 2 and "RULE:user:PATTERN/REPLACEMENT/" in bad.output, bad.output
+    assert sync.tenant_mapper.tenant("u", "team-search-1") == "search"

@@ -12,25 +12,18 @@ from __future__ import annotations
 import datetime
 import socket
 import threading
-import time
-import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError
 from kio.static.primitive import i32, i32Timedelta, i64
 from pyspark.sql import SparkSession
-from typer.testing import CliRunner
 
-from quotagate.cli import app
 from quotagate.client import AdminConfig, NewTopic, SyncAdminClient
-from quotagate.enforcement import QuotaEnforcement
-from quotagate.enforcement.runtime import QuotaRuntime
-from quotagate.enforcement.settings import QuotaSettings, UsageSettings
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.control import build_request
 from quotagate.gateway.embedded import TansuBroker
@@ -38,6 +31,7 @@ from quotagate.pipeline.replay import replay
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.framing import FrameReader
 from quotagate.protocol.kio_nested import build, nested
+from support.recorded_run import consume, produce, record, start_recording_gateway
 
 RUN_S = 12.0
 QUOTA_FILE = """
@@ -57,44 +51,6 @@ request_percentage = 2.0
 client-id = "fid-admin"
 controller_mutation_rate = 2.0
 """
-
-
-def _produce(bootstrap: str, topic: str, stop: threading.Event) -> None:
-    # Small batches, so that the run holds many produce requests rather than a few huge ones.
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "client.id": "fid-producer",
-            "linger.ms": 5,
-            "batch.size": 16384,
-        }
-    )
-    payload = b"x" * 1024
-    while not stop.is_set():
-        try:
-            producer.produce(topic, payload)
-        except BufferError:
-            producer.poll(0.05)
-        producer.poll(0)
-    producer.flush(30)
-
-
-def _consume(bootstrap: str, topic: str, stop: threading.Event) -> None:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "client.id": "fid-consumer",
-            "group.id": f"fid-{uuid.uuid4().hex[:6]}",
-            "enable.auto.commit": False,
-            "fetch.max.bytes": 16384,
-            "max.partition.fetch.bytes": 16384,
-            "message.max.bytes": 16384,
-        }
-    )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    while not stop.is_set():
-        consumer.poll(0.2)
-    consumer.close()
 
 
 def _describe_cluster_storm(bootstrap: str, stop: threading.Event) -> None:
@@ -168,40 +124,19 @@ def test_replay_reproduces_the_throttles_of_a_recorded_gateway_run(
     start_gateway: Callable[..., BackgroundGateway],
     tmp_path: Path,
 ) -> None:
-    broker = start_tansu()
-    usage_dir = tmp_path / "usage"
-    runtime = QuotaRuntime(
-        QuotaSettings(
-            super_users=frozenset({"User:ANONYMOUS"}),
-            num_partitions=1,
-            usage=UsageSettings(path=usage_dir, roll_interval_s=3600.0),
-        )
+    recording = start_recording_gateway(start_tansu, start_gateway, tmp_path / "usage", QUOTA_FILE)
+    bootstrap, topic = recording.bootstrap, recording.topic
+    usage_dir = record(
+        recording,
+        RUN_S,
+        [
+            partial(produce, bootstrap, "fid-producer", topic, config={"batch.size": 16384}),
+            partial(consume, bootstrap, "fid-consumer", topic),
+            partial(_describe_cluster_storm, bootstrap),
+            partial(_follower_fetches, bootstrap, topic),
+        ],
+        once=[partial(_create_topics, bootstrap, topic)],
     )
-    gateway = start_gateway(broker.bootstrap, plugins=[QuotaEnforcement(runtime)])
-    bootstrap = str(gateway.bootstrap)
-    quota_path = tmp_path / "quotas.toml"
-    quota_path.write_text(QUOTA_FILE, encoding="utf-8")
-    applied = CliRunner().invoke(app, ["quotas", "apply", str(quota_path), "-b", bootstrap])
-    assert applied.exit_code == 0, applied.output
-
-    topic = f"fidelity-{uuid.uuid4().hex[:8]}"
-    with SyncAdminClient(bootstrap) as admin:
-        admin.create_topics([NewTopic(topic, 1, 1)])
-    stop = threading.Event()
-    workers: list[threading.Thread] = [
-        threading.Thread(target=_produce, args=(bootstrap, topic, stop)),
-        threading.Thread(target=_consume, args=(bootstrap, topic, stop)),
-        threading.Thread(target=_describe_cluster_storm, args=(bootstrap, stop)),
-        threading.Thread(target=_follower_fetches, args=(bootstrap, topic, stop)),
-    ]
-    admin_worker = threading.Thread(target=_create_topics, args=(bootstrap, topic))
-    for worker in [*workers, admin_worker]:
-        worker.start()
-    time.sleep(RUN_S)  # the length of the recorded run, not a synchronisation
-    stop.set()
-    for worker in [*workers, admin_worker]:
-        worker.join(120)
-    gateway.stop()  # flushes the usage events
 
     summary: dict[str, Any] = replay(spark, usage_dir, QUOTA_FILE, tmp_path / "replay")
     requests = spark.read.parquet(str(tmp_path / "replay" / "requests"))

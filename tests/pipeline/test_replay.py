@@ -212,3 +212,28 @@ def test_request_quota_exempts_acks_zero_produce_and_follower_fetches_as_the_gat
     assert follower[0] == 0
     throttle_ms, cause, _ = replayer.decide("alice", "app", 0, 9, 1000, heavy_us, now, acks=1)
     assert throttle_ms > 0 and cause == "request"
+
+
+def test_the_candidates_exempt_principals_are_metered_never_throttled() -> None:
+    """quota.exempt.principals in the candidate's [broker]: as the gateway's decision, the
+    exempt principal's bytes still count on the tenant it shares with bob."""
+    quotas = (
+        '[[quota]]\ndefaults = ["user"]\nproducer_byte_rate = 1000\n'
+        '[[quota]]\ntenant = "team"\nproducer_byte_rate = 1000\n'
+        '[broker]\n"tenant.mapping.rules" = "RULE:client-id:^app$/team/"\n'
+    )  # every event names no tenant: the candidate's rules make alice and bob one team
+    t0 = 1_700_000_000_000
+    events = pd.DataFrame(
+        [
+            _produce(t0, "10.0.0.1:1", 50_000),  # alice, far over both quotas
+            {**_produce(t0 + 10, "10.0.0.2:2", 100), "principal": "User:bob"},
+        ]
+    )
+    exempt = '"quota.exempt.principals" = ["User:alice"]\n'  # in the same [broker]
+    plain = replay_frame(events, quotas, closed_loop=False)
+    spared = replay_frame(events, quotas + exempt, closed_loop=False)
+    assert plain["predicted_throttle_ms"].tolist()[0] > 0
+    assert spared["predicted_throttle_ms"].tolist()[0] == 0
+    # bob alone is under his own quota: only alice's metered bytes on the tenant slow him.
+    assert spared["predicted_cause"].tolist()[1] == "tenant_produce"
+    assert spared["predicted_throttle_ms"].tolist()[1] > 0

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
+from quotagate.pipeline.errors import PipelineError
+from quotagate.pipeline.quotas import parse_quotas
 from quotagate.pipeline.sharing import has_tenant_quotas, replay_groups
 from quotagate.quota import load_quota_file
 
@@ -33,3 +37,24 @@ def test_a_client_seen_in_two_tenants_joins_both() -> None:
     groups = replay_groups(load_quota_file(TENANT_QUOTAS), PAIRS, moved)
     assert groups["User:a", "c1"] == groups["User:b", "c2"] == groups["User:c", "c3"]
     assert groups["User:d", "c4"] != groups["User:a", "c1"]
+
+
+def test_the_candidates_rules_name_the_tenants_and_the_groups_follow() -> None:
+    # The recorded tenants say c1 and c2 are one team; the candidate's rules say c3 and c4.
+    rules = '[broker]\n"tenant.mapping.rules" = "RULE:client-id:^c([34])$/team/"\n'
+    groups = replay_groups(load_quota_file(TENANT_QUOTAS + rules), PAIRS, MEMBERS)
+    assert groups["User:c", "c3"] == groups["User:d", "c4"]
+    assert len({groups[pair] for pair in PAIRS}) == 3
+    recorded = replay_groups(load_quota_file(TENANT_QUOTAS), PAIRS, MEMBERS)
+    assert recorded["User:c", "c3"] != recorded["User:d", "c4"]
+
+
+def test_rules_that_name_no_tenant_leave_every_client_alone() -> None:
+    no_rules = load_quota_file(TENANT_QUOTAS + '[broker]\n"tenant.mapping.rules" = ""\n')
+    assert len(set(replay_groups(no_rules, PAIRS, MEMBERS).values())) == 4
+
+
+def test_a_candidates_bad_rules_are_refused_as_the_gateway_refuses_them() -> None:
+    bad = TENANT_QUOTAS + '[broker]\n"tenant.mapping.rules" = "RULE:client:^(.*)$/$1/"\n'
+    with pytest.raises(PipelineError, match=r"\[broker\] Invalid rule: RULE:client:"):
+        parse_quotas(bad, source="candidate.toml")

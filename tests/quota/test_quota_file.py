@@ -18,8 +18,17 @@ def test_round_trip() -> None:
             ),
         ],
         {"controller.quota.window.num": 20},
+        tenant_mapping_rules="RULE:client-id:^team-([a-z]+)-.*$/$1/",
+        exempt_principals=["User:canary", "User:cruise-control"],
     )
     assert load_quota_file(dump_quota_file(original)) == original
+
+
+def test_broker_settings_are_optional_and_an_empty_list_exempts_nobody() -> None:
+    assert load_quota_file("").exempt_principals is None
+    assert load_quota_file("").tenant_mapping_rules is None
+    given = load_quota_file('[broker]\n"quota.exempt.principals" = []\n')
+    assert given.exempt_principals == []
 
 
 @pytest.mark.parametrize(
@@ -33,6 +42,12 @@ def test_round_trip() -> None:
         ("[[quota]]\nip = '1.1.1.1'\nuser = 'a'\nconnection_creation_rate = 1\n", "combination"),
         ("nonsense = 1\n", "unknown top-level"),
         ("[[quota\n", "not valid TOML"),
+        ('[broker]\n"quota.window.num" = 3\n', r"\[broker\]: unknown setting"),
+        ('[broker]\n"tenant.mapping.rules" = 1\n', "must be a string"),
+        ('[broker]\n"quota.exempt.principals" = "User:a"\n', "must be a list"),
+        # The store's rule for the live setting (quota.principal_list), word for word.
+        ('[broker]\n"quota.exempt.principals" = ["canary"]\n', "'canary' is not a principal"),
+        ('[broker]\n"quota.exempt.principals" = ["User:"]\n', "write TYPE:NAME"),
     ],
 )
 def test_errors_say_where_and_what(text: str, message: str) -> None:

@@ -22,6 +22,7 @@ from quotagate.store.backends import (
     open_quota_store,
 )
 from quotagate.store.credentials import CredentialStore
+from quotagate.store.history import setting_history
 from quotagate.store.quotas import Change, QuotaStore, entity_key
 
 pytestmark = pytest.mark.integration
@@ -203,6 +204,10 @@ def test_tenant_settings_are_shared_and_migrated(tansu: TansuBroker, tmp_path: P
     assert sqlite.set_text_setting("tenant.mapping.rules", rules, "User:admin", "test")
     assert not sqlite.set_text_setting("tenant.mapping.rules", rules, "User:admin", "test")
     assert sqlite.set_text_setting("quota.exempt.principals", "User:canary", "User:a", "test")
+    exempt = "quota.exempt.principals"
+    assert sqlite.set_text_setting(exempt, "User:canary,User:mm2", "User:b", "IAC")
+    assert sqlite.set_text_setting(exempt, "User:canary", "User:c", "IAC")
+    recorded = sqlite.setting_audit()
     sqlite.close()
     topic = f"_cfg-{uuid.uuid4().hex[:8]}"
     config = tmp_path / "q.toml"
@@ -212,7 +217,13 @@ def test_tenant_settings_are_shared_and_migrated(tansu: TansuBroker, tmp_path: P
     )
     result = CliRunner().invoke(app, ["store", "migrate", "--config", str(config)])
     assert result.exit_code == 0, result.output
+    assert "setting history: 4 written, 0 already there" in result.output
     settings = _settings(tansu, topic)
+    # The audit came along as it was: who, when, through what, old -> new; nothing more.
+    assert setting_history(settings) == recorded
+    again = CliRunner().invoke(app, ["store", "migrate", "--config", str(config)])
+    assert "setting history: 0 written, 4 already there" in again.output, again.output
+    assert setting_history(settings) == recorded
     first, second = open_quota_store(settings), open_quota_store(settings)
     try:
         assert first.text_setting("tenant.mapping.rules") == rules

@@ -234,6 +234,36 @@ class AdminClient:
             )
         )
 
+    async def alter_broker_defaults(
+        self,
+        configs: Mapping[str, str | None],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> KafkaError | None:
+        """Set (None: delete) dynamic configs of the default broker resource in one
+        IncrementalAlterConfigs; the resource's error, None when it took them."""
+
+        def build(version: int) -> Any:
+            return requests.broker_defaults_request(version, configs, validate_only)
+
+        def handle(response: Any, _version: int) -> KafkaError | None:
+            for entry in response.responses:
+                code = error_code(entry.error_code)
+                if code != ErrorCode.NONE:
+                    return KafkaError(code, entry.error_message)
+            return None
+
+        outcome: KafkaError | None = await self._calls.run(
+            "incrementalAlterConfigs",
+            api_keys.INCREMENTAL_ALTER_CONFIGS,
+            Target.LEAST_LOADED,
+            build,
+            handle,
+            self._deadline(timeout_ms),
+        )
+        return outcome
+
     # -- helpers -------------------------------------------------------------------------------
 
     def _deadline(self, timeout_ms: int | None) -> float:

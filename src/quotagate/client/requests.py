@@ -167,6 +167,35 @@ def alter_client_quotas_request(
     return _build(module.AlterClientQuotasRequest, entries=entries, validate_only=validate_only)
 
 
+BROKER_RESOURCE = 4
+_SET, _DELETE = 0, 1
+
+
+def broker_defaults_request(
+    api_version: int, configs: Mapping[str, str | None], validate_only: bool
+) -> Any:
+    """IncrementalAlterConfigs on the default broker resource (named ""), as ``kafka-configs
+    --entity-type brokers --entity-default --alter`` sends it: SET each value, DELETE a None."""
+    module = _module(api_keys.INCREMENTAL_ALTER_CONFIGS, api_version)
+    resource = _build(
+        module.AlterConfigsResource,
+        resource_type=i8(BROKER_RESOURCE),
+        resource_name="",
+        configs=tuple(
+            _build(
+                module.AlterableConfig,
+                name=name,
+                config_operation=i8(_DELETE if value is None else _SET),
+                value=value,
+            )
+            for name, value in configs.items()
+        ),
+    )
+    return _build(
+        module.IncrementalAlterConfigsRequest, resources=(resource,), validate_only=validate_only
+    )
+
+
 def throttle_time_ms(response: Any) -> int:
     """A response's ``throttle_time_ms`` (0 for versions without the field)."""
     value = getattr(response, "throttle_time", None)

@@ -13,6 +13,7 @@ from types import TracebackType
 from quotagate.client.admin import AdminClient, QuotaValues
 from quotagate.client.clock import Clock, monotonic_ms
 from quotagate.client.config import AdminConfig
+from quotagate.client.errors import KafkaError
 from quotagate.client.events import ClientEvents
 from quotagate.client.quotas import ClientQuotaAlteration, ClientQuotaEntity
 from quotagate.client.requests import NewTopic
@@ -102,6 +103,19 @@ class SyncAdminClient:
     ) -> QuotaValues:
         return self._runner.run(
             self._client.describe_client_quotas(quota_filter, timeout_ms=timeout_ms)
+        )
+
+    def alter_broker_defaults(
+        self,
+        configs: Mapping[str, str | None],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+    ) -> KafkaError | None:
+        return self._runner.run(
+            self._client.alter_broker_defaults(
+                configs, validate_only=validate_only, timeout_ms=timeout_ms
+            )
         )
 
     def alter_client_quotas(

@@ -18,6 +18,7 @@ CLIENT_APIS: Final = (
     api_keys.CREATE_PARTITIONS,
     api_keys.DESCRIBE_CLIENT_QUOTAS,
     api_keys.ALTER_CLIENT_QUOTAS,
+    api_keys.INCREMENTAL_ALTER_CONFIGS,
 )
 
 

@@ -34,8 +34,15 @@ from quotagate.commands.entity_options import (
 from quotagate.commands.quota_history import history
 from quotagate.commands.quota_plan import EntityPlan, plan, summary
 from quotagate.quota import ClientQuotaFilter, FilterComponent
-from quotagate.quota.quota_file import QuotaFileError, load_quota_file
+from quotagate.quota.principal_list import EXEMPT_PRINCIPALS, principal_list_text
+from quotagate.quota.quota_file import (
+    TENANT_MAPPING_RULES,
+    QuotaFile,
+    QuotaFileError,
+    load_quota_file,
+)
 from quotagate.quota.shadow_keys import is_shadow_key, live_key, shadow_key
+from quotagate.security.tenant_mapping import InvalidRuleError, TenantMapper
 
 app = typer.Typer(
     help="Describe and alter client quotas of a running gateway (like kafka-configs). "
@@ -303,7 +310,11 @@ def apply(
 
     Only the differences are sent; --plan, --check and --dry-run change nothing. With entity
     options, only the entities they match (a type alone: every entity of it) are compared,
-    applied and pruned.
+    applied and pruned. The file's [broker] settings (tenant.mapping.rules,
+    quota.exempt.principals) are set on the default broker resource with
+    IncrementalAlterConfigs, as kafka-configs --entity-type brokers --entity-default does;
+    not with entity options, and --check cannot compare them (the gateway does not describe
+    them).
     """
     scope = entity_pairs(ctx)
     if show_plan + dry_run + check > 1:
@@ -312,6 +323,7 @@ def apply(
         quota_file = load_quota_file(file.read_text(encoding="utf-8"))
     except QuotaFileError as exc:
         raise typer.BadParameter(f"{file}: {exc}", param_hint="FILE") from None
+    broker = {} if scope else _broker_settings(file, quota_file)
     wanted: dict[ClientQuotaEntity, dict[str, float]] = {}
     for entry in quota_file.entries:
         wanted.setdefault(ClientQuotaEntity.of(entry.entity), {}).update(entry.config)
@@ -324,13 +336,46 @@ def apply(
     plans = plan(_within(live, scope), _within(wanted, scope), prune=prune)
     if show_plan or check:
         _print_plan(plans, output)
+        for name, value in broker.items():
+            how = "not compared: the gateway does not describe it" if check else "set as given"
+            typer.echo(f"broker default: {name} = {value!r} ({how})", err=check)
         if check and plans:
             raise typer.Exit(exit_codes.USAGE)
         return
+    if broker:
+        _alter_broker(config, broker, dry_run)
     if not plans:
         typer.echo("No changes: the gateway's quotas are what the file says.")
         return
     _alter(config, [p.alteration() for p in plans], dry_run)
+
+
+def _broker_settings(file: Path, quota_file: QuotaFile) -> dict[str, str]:
+    """The file's [broker] settings as IncrementalAlterConfigs values, checked by the
+    gateway's own rules first, so that a bad file sends nothing."""
+    settings: dict[str, str] = {}
+    if quota_file.tenant_mapping_rules is not None:
+        try:
+            TenantMapper.from_rules(quota_file.tenant_mapping_rules)
+        except InvalidRuleError as exc:
+            raise typer.BadParameter(f"{file}: [broker] {exc}", param_hint="FILE") from None
+        settings[TENANT_MAPPING_RULES] = quota_file.tenant_mapping_rules
+    if quota_file.exempt_principals is not None:
+        settings[EXEMPT_PRINCIPALS] = principal_list_text(quota_file.exempt_principals)
+    return settings
+
+
+def _alter_broker(config: AdminConfig, settings: dict[str, str], validate_only: bool) -> None:
+    try:
+        with SyncAdminClient(config) as admin:
+            error = admin.alter_broker_defaults(settings, validate_only=validate_only)
+    except KafkaError as exc:
+        raise _fail(exc) from None
+    if error is not None:
+        typer.echo(f"error: broker default {', '.join(settings)}: {error}", err=True)
+        raise typer.Exit(exit_codes.REFUSED)
+    done = "Validated (nothing changed)" if validate_only else "Completed updating config"
+    typer.echo(f"{done} for broker default: {', '.join(settings)}.")
 
 
 def _live_only(

@@ -16,6 +16,7 @@ from quotagate.store.backends import (
     open_credentials,
     open_quota_store,
 )
+from quotagate.store.history import setting_history
 from quotagate.store.quotas import TEXT_SETTINGS, Change
 
 app = typer.Typer(help="The gateway's store: quotas, thresholds and credentials.")
@@ -44,8 +45,9 @@ def migrate(
         ),
     ] = None,
 ) -> None:
-    """Copy every client quota, topic threshold and SCRAM credential of a SQLite store into
-    the config topic. Idempotent: what the topic already holds is left alone."""
+    """Copy every client quota, topic threshold, text setting (with its audited history) and
+    SCRAM credential of a SQLite store into the config topic. Idempotent: what the topic
+    already holds is left alone."""
     try:
         settings = load_gateway_config(config)
     except ConfigError as exc:
@@ -68,6 +70,11 @@ def migrate(
     typer.echo(f"Migrated {origin.describe()} into {destination.describe()}:")
     for what, (written, present) in counts.items():
         typer.echo(f"  {what}: {written} written, {present} already there")
+    typer.echo(
+        "  (setting history: each audited change of tenant.mapping.rules and "
+        "quota.exempt.principals, as it was, for a setting the topic held no record of; the "
+        "topic is compacted, so the upstream keeps older changes only until it compacts them)"
+    )
 
 
 def _copy(origin: StoreSettings, destination: StoreSettings) -> dict[str, tuple[int, int]]:
@@ -89,10 +96,20 @@ def _copy(origin: StoreSettings, destination: StoreSettings) -> dict[str, tuple[
             for topic, value in thresholds.items()
         ]
         # The tenant settings (issue 25) count with the thresholds: the store's settings.
+        # Their audit goes first, as it was (who, when, through what), for every setting the
+        # topic has no record of; a value the audit does not end with is then set.
+        from quotagate.store.kafka_quotas import KafkaQuotaStore  # noqa: PLC0415 (librdkafka)
+
+        assert isinstance(new_quotas, KafkaQuotaStore)  # migrate's destination is the topic
+        history = setting_history(origin)
+        copied_history = new_quotas.copy_setting_history(history)
+        with_history = {change.name for change in copied_history}
         for name in TEXT_SETTINGS:
             text = old_quotas.text_setting(name)
-            if text is not None:
-                moved.append(new_quotas.set_text_setting(name, text, "quotagate", MIGRATION))
+            if text is None and name not in with_history:
+                continue
+            changed = new_quotas.set_text_setting(name, text, "quotagate", MIGRATION)
+            moved.append(changed or name in with_history)
         threshold_counts = (sum(moved), len(moved) - sum(moved))
     finally:
         old_quotas.close()
@@ -116,5 +133,6 @@ def _copy(origin: StoreSettings, destination: StoreSettings) -> dict[str, tuple[
     return {
         "client quotas": quotas,
         "topic thresholds": threshold_counts,
+        "setting history": (len(copied_history), len(history) - len(copied_history)),
         "SCRAM credentials": (copied, present),
     }

@@ -31,6 +31,7 @@ from typing import Any, Final
 
 from quotagate.fleet.settings import FleetSettings
 from quotagate.gateway import ConfigError, GatewayConfig, KeySpec, integer, parse_section
+from quotagate.quota.principal_list import check_principals
 from quotagate.security.tenant_mapping import InvalidRuleError, TenantMapper
 
 QUOTAS_SECTION: Final = "quotas"
@@ -142,9 +143,15 @@ def _tenant_rules(key: str, value: Any) -> str:
 
 
 def _exempt_principals(key: str, value: Any) -> frozenset[str]:
-    if value == []:
-        return frozenset()
-    return _principals(key, value)
+    # The rule the store's value and the quota file's list are checked by, too.
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(";") if part.strip()]
+    if not isinstance(value, list):
+        raise ConfigError(f'{key} must list principals, e.g. {key} = ["User:canary"]')
+    try:
+        return frozenset(check_principals(value))
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}") from None
 
 
 _QUOTA_KEYS: Final[dict[str, KeySpec]] = {

@@ -23,6 +23,7 @@ from quotagate.enforcement.shadow import ShadowQuotas
 from quotagate.gateway import ConnectionLimits
 from quotagate.logs import kv
 from quotagate.quota import QuotaManagers, TopicBytesInQuota
+from quotagate.quota.principal_list import parse_principal_list, principal_list_text
 from quotagate.quota.shadow_keys import is_shadow_key, live_key
 from quotagate.security.tenant_mapping import InvalidRuleError, TenantMapper
 from quotagate.store.backends import QuotaBackend
@@ -155,7 +156,7 @@ class QuotaStoreSync:
 
     def set_exempt_principals(self, principals: list[str] | None, principal: str) -> None:
         """Store the exempt principals (None: back to the config file's)."""
-        text = None if principals is None else ",".join(principals)
+        text = None if principals is None else principal_list_text(principals)
         if self.store is not None:
             self.store.set_text_setting(
                 EXEMPT_PRINCIPALS_SETTING, text, principal, "IncrementalAlterConfigs"
@@ -258,20 +259,6 @@ class QuotaStoreSync:
         if self.store is not None:
             self.store.close()
             self.store = None
-
-
-def parse_principal_list(text: str) -> list[str]:
-    """``User:a,User:b`` (how kafka-configs sends ``[User:a,User:b]``) as a list; raises
-    ``ValueError`` naming what is not a principal."""
-    principals = [part.strip() for part in text.split(",") if part.strip()]
-    for principal in principals:
-        kind, sep, name = principal.partition(":")
-        if not (kind and sep and name):
-            raise ValueError(
-                f"{principal!r} is not a principal: write TYPE:NAME, e.g. "
-                f"{EXEMPT_PRINCIPALS_SETTING}=[User:canary,User:cruise-control]"
-            )
-    return principals
 
 
 def _entity_text(entity: Mapping[str, str | None]) -> str:

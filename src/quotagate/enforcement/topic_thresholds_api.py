@@ -25,11 +25,11 @@ from typing import Any, ClassVar, Final
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from quotagate.enforcement.runtime import QuotaRuntime
-from quotagate.enforcement.store_sync import parse_principal_list
 from quotagate.gateway import Exchange, Stage, StateKey, modelled_request
 from quotagate.protocol import api_table
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
+from quotagate.quota.principal_list import parse_principal_list
 from quotagate.quota.topic_bytes_in import TOPIC_THRESHOLD_KEY, TOTAL_THRESHOLD_KEY, ThresholdError
 from quotagate.security.tenant_mapping import InvalidRuleError, TenantMapper
 from quotagate.store.quotas import EXEMPT_PRINCIPALS_SETTING, TENANT_MAPPING_RULES_SETTING

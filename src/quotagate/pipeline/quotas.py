@@ -2,7 +2,10 @@
 
 The file format is ``quotagate.quota.quota_file`` (the one the gateway's ``quotas apply``
 reads); window settings come from its advisory ``[gateway]`` table when present, and the
-managers are built by the engine's ``QuotaManagers``, as the gateway builds its own.
+managers are built by the engine's ``QuotaManagers``, as the gateway builds its own (with the
+exempt principals of its ``[broker]`` table). Its ``tenant.mapping.rules``, when given, are
+read by the gateway's own parser and mapper (``security.tenant_mapping``): the candidate's
+tenants replace those the events recorded.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Final
 from quotagate.pipeline.errors import PipelineError
 from quotagate.quota import ClientQuotaManager, QuotaFile, QuotaManagers, QuotaType, load_quota_file
 from quotagate.quota.managers import WINDOW_SIZE
+from quotagate.security.tenant_mapping import InvalidRuleError, TenantMapper
 
 # Quota types the pipeline models, in the order throttle ties are broken after "request".
 QUOTA_TYPES: Final = ("produce", "fetch", "request", "controller_mutation")
@@ -33,9 +37,22 @@ def read_quota_text(path: str | Path | None) -> str:
 
 def parse_quotas(text: str, *, source: str = "quota file") -> QuotaFile:
     try:
-        return load_quota_file(text)
+        quota_file = load_quota_file(text)
     except ValueError as exc:
         raise PipelineError(f"{source}: {exc}") from None
+    candidate_tenants(quota_file, source=source)
+    return quota_file
+
+
+def candidate_tenants(quota_file: QuotaFile, *, source: str = "quota file") -> TenantMapper | None:
+    """The candidate's tenant mapping (the gateway's parser and mapper); None when the file
+    gives no ``tenant.mapping.rules``, and the events' recorded tenants stand."""
+    if quota_file.tenant_mapping_rules is None:
+        return None
+    try:
+        return TenantMapper.from_rules(quota_file.tenant_mapping_rules)
+    except InvalidRuleError as exc:
+        raise PipelineError(f"{source}: [broker] {exc}") from None
 
 
 def window_seconds(quota_file: QuotaFile) -> int:

@@ -6,7 +6,11 @@ times a headroom factor, per quota type. For controller mutations also the bucke
 at the recommended rate; entities whose storms would need more than ``max_window_num``
 get a higher rate instead. Output: ``quotagate.quota.quota_file`` format, so it applies
 straight to the gateway. Tenants (issue 25) get a ``tenant = ...`` entry each, from the
-percentile of their members' combined sustained rate (``pipeline.tenants``).
+percentile of their members' combined sustained rate (``pipeline.tenants``). The rollup's
+``--quotas`` ``[broker]`` settings (``tenant.mapping.rules``, ``quota.exempt.principals``)
+are carried into the file as they were: the tenants recommended for are the ones those rules
+name. A rollup without them gives a file without ``[broker]``, which ``quotas apply`` reads
+as "leave the live settings alone". recommend reads no live store.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from quotagate.pipeline.tables import read_json, write_json
 from quotagate.pipeline.tenants import tenant_entries, tenant_rates
 from quotagate.quota import QuotaFile, QuotaFileEntry, dump_quota_file
 from quotagate.quota.managers import CONTROLLER_WINDOW_NUM, CONTROLLER_WINDOW_SIZE
+from quotagate.quota.quota_file import QuotaFileError, read_broker_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -67,6 +72,13 @@ def recommend(
         for t, v in zip(tenants["quota_type"], tenants["observed"], strict=True)
     ]
     quota_file.entries.extend(tenant_entries(tenants))
+    # The rollup's --quotas [broker] settings: its tenants (and so these tenant entries) are
+    # the ones those rules name; without them the file leaves the live settings alone.
+    try:
+        broker = read_broker_table(summary.get("broker", {}))
+    except QuotaFileError as exc:
+        raise PipelineError(f"{rollup_dir / 'summary.json'}: {exc}") from None
+    quota_file.tenant_mapping_rules, quota_file.exempt_principals = broker
     out_file = Path(out_file)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     out_file.write_text(dump_quota_file(quota_file), encoding="utf-8")

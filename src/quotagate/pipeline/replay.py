@@ -95,8 +95,9 @@ def _deal_clients(
         .collect()
     )
     members = []
-    if has_tenant_quotas(quota_file):
-        # A tenant's clients share its sensors: they must replay in one group.
+    if has_tenant_quotas(quota_file) and quota_file.tenant_mapping_rules is None:
+        # A tenant's clients share its sensors: they must replay in one group. (Rules in
+        # the candidate name the tenants themselves: replay_groups maps the pairs.)
         tenanted = usage.where(F.col("tenant") != "").select(*CLIENT, "tenant").distinct()
         members = [(r.principal, r.client_id, r.tenant) for r in tenanted.collect()]
     pairs = [(r.principal, r.client_id) for r in counted]

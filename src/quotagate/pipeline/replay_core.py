@@ -2,8 +2,11 @@
 
 Which quota each request is charged to and how throttles combine are the engine's rules: each
 event's facts go through ``quotagate.quota.decide``, the function the gateway's quota stages
-call too. This module only orders the events, turns them into facts and, in the closed loop,
-lets a throttle mute the client as the gateway would.
+call too. An event's tenant is the one it recorded, or, when the candidate file gives
+``tenant.mapping.rules``, the one those rules name (the gateway's mapper); the candidate's
+exempt principals are on its managers, as the gateway's are. This module only orders the
+events, turns them into facts and, in the closed loop, lets a throttle mute the client as
+the gateway would.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from quotagate.pipeline.quotas import parse_quotas
+from quotagate.pipeline.quotas import candidate_tenants, parse_quotas
 from quotagate.quota import (
     Cause,
     Charging,
@@ -33,6 +36,7 @@ from quotagate.quota import (
     decide,
     principal_user,
 )
+from quotagate.security.tenant_mapping import TenantMapper
 
 # A total order on events: time first, then every column that describes the request, so
 # that any two runs (Spark groups, a plain loop) see equal-time events in the same order.
@@ -257,9 +261,15 @@ def replay_requests(requests: Requests, quota_text: str, closed_loop: bool) -> P
     users = _objects([principal_user(p) for p in requests.strings["principal"]])
     user_of = users[codes["principal"]].tolist()
     client_of = _objects(requests.strings["client_id"])[codes["client_id"]].tolist()
-    tenant_of: list[str] = (
-        _objects(requests.strings[TENANT])[codes[TENANT]].tolist() if TENANT in codes else [""] * n
-    )
+    quota_file = parse_quotas(quota_text)
+    mapper = candidate_tenants(quota_file)
+    tenant_of: list[str]
+    if mapper is not None:
+        tenant_of = _mapped_tenants(mapper, users, requests.strings["client_id"], codes)
+    elif TENANT in codes:
+        tenant_of = _objects(requests.strings[TENANT])[codes[TENANT]].tolist()
+    else:
+        tenant_of = [""] * n
     # The unit KIP-219 mutes is a connection; usage events know the client and its peer
     # address, the closest thing to a connection they carry.
     unit = (codes["principal"] * len(requests.strings["client_id"]) + codes["client_id"]) * len(
@@ -272,7 +282,7 @@ def replay_requests(requests: Requests, quota_text: str, closed_loop: bool) -> P
         # Events ingested from a broker's log carry only the total: charged as one topic.
         counts[i] = topics if topics else [int(numeric["partition_mutations"][i])]
     thread_ns = (numeric["gateway_time_us"] + numeric["upstream_time_us"]) * 1000
-    managers = Replayer(quota_text).managers
+    managers = QuotaManagers.from_quota_file(quota_file)
     columns = (
         charging,
         user_of,
@@ -339,6 +349,24 @@ def _objects(values: Sequence[object]) -> npt.NDArray[np.object_]:
     array = np.empty(len(values), dtype=object)
     array[:] = values
     return array
+
+
+def _mapped_tenants(
+    mapper: TenantMapper,
+    users: npt.NDArray[np.object_],
+    clients: list[str],
+    codes: dict[str, Int64s],
+) -> list[str]:
+    """Each event's tenant under the candidate's rules (the gateway's mapper), asked once
+    per distinct (user, client id)."""
+    pair = codes["principal"] * len(clients) + codes["client_id"]
+    distinct, inverse = np.unique(pair, return_inverse=True)
+    named = [
+        mapper.tenant(users[p // len(clients)], clients[p % len(clients)])
+        for p in distinct.tolist()
+    ]
+    tenants: list[str] = _objects(named)[inverse.reshape(-1)].tolist()
+    return tenants
 
 
 def _counts(listed: Any) -> list[int] | None:

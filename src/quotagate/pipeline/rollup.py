@@ -29,6 +29,7 @@ from quotagate.pipeline.tenants import TENANTS_DIR, tenant_rollup
 from quotagate.quota import OtherQuota, nanos_to_percentage
 from quotagate.quota import request_rules as rules
 from quotagate.quota.managers import WINDOW_NUM
+from quotagate.quota.quota_file import broker_table
 
 KEY_COLUMNS = ["quota_type", "share_user", "share_client", "entity_user", "entity_client"]
 PERCENTILES = (0.5, 0.9, 0.95, 0.99)
@@ -86,6 +87,10 @@ def rollup(
         "sharing_keys": per_type,
         "tenants": tenants,
     }
+    if configured:
+        # What recommend carries into its file: the tenants it proposes quotas for are the
+        # ones these rules name.
+        summary["broker"] = broker_table(quota_file)
     write_json(out / "summary.json", summary)
     return summary
 

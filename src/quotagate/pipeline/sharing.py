@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from quotagate.pipeline.quotas import QUOTA_TYPES, managers_by_type
+from quotagate.pipeline.quotas import QUOTA_TYPES, candidate_tenants, managers_by_type
 from quotagate.quota import UNBOUNDED, QuotaFile, principal_user
 from quotagate.quota.quota_config import TENANT
 
@@ -68,12 +68,18 @@ def replay_groups(
     Types without any configured quota record nothing, so they join nobody. ``tenants``:
     the (principal, client id, tenant) seen in the events; when the file has tenant quotas,
     the pairs of one tenant share its sensors and join one group (without tenant quotas the
-    tenant level records nothing and the groups are the clients' alone).
+    tenant level records nothing and the groups are the clients' alone). When the file gives
+    ``tenant.mapping.rules``, its rules name every pair's tenant instead, as the replay
+    charges them (``replay_core``), and the recorded tenants are not read.
     """
     managers = managers_by_type(quota_file)
     enabled = [m for m in managers.values() if m.quotas_enabled]
+    tenants = list(tenants)
+    pair_list = list(dict.fromkeys([*pairs, *((p, c) for p, c, _ in tenants)]))
+    mapper = candidate_tenants(quota_file)
+    if mapper is not None:
+        tenants = [(p, c, mapper.tenant(principal_user(p), c)) for p, c in pair_list]
     memberships = [(p, c, t) for p, c, t in tenants if t] if has_tenant_quotas(quota_file) else []
-    pair_list = list(dict.fromkeys([*pairs, *((p, c) for p, c, _ in memberships)]))
     parent = list(range(len(pair_list)))
 
     def find(i: int) -> int:

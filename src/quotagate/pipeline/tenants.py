@@ -12,6 +12,11 @@ the window):
 
 ``recommend`` proposes a ``[[quota]] tenant = ...`` entry per tenant from the p-th percentile
 of its combined sustained rate; ``report`` shows the tenants' table.
+
+A ``--quotas`` file with ``tenant.mapping.rules`` (its ``[broker]``) names the tenants itself,
+as the replay does: each client's tenant is what those rules map it to, not the one its
+events recorded ("what if these clients were one team"); the throttles counted are still the
+recorded tenant level's.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from typing import TYPE_CHECKING, Final, cast
 
 import pandas as pd
 
-from quotagate.pipeline.quotas import CONFIG_KEYS, QUOTA_TYPES
-from quotagate.quota import UNBOUNDED, QuotaFile, QuotaFileEntry, QuotaManagers
+from quotagate.pipeline.quotas import CONFIG_KEYS, QUOTA_TYPES, candidate_tenants
+from quotagate.quota import UNBOUNDED, QuotaFile, QuotaFileEntry, QuotaManagers, principal_user
 from quotagate.quota.quota_config import TENANT
+from quotagate.security.tenant_mapping import TenantMapper
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,6 +60,9 @@ def tenant_rollup(
     from pyspark.sql import Window  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
+    mapper = candidate_tenants(quota_file) if quota_file is not None else None
+    if mapper is not None:
+        events = _with_candidate_tenants(events, mapper)
     tenanted = events.where(F.col("tenant") != "")
     names = [row.tenant for row in tenanted.select("tenant").distinct().collect()]
     if not names:
@@ -105,6 +114,26 @@ def tenant_rollup(
     summary = entities(windows.drop("members")).join(members, ["quota_type", "share_user"])
     summary.coalesce(1).write.mode("overwrite").parquet(str(out / "entities"))
     return len(names)
+
+
+def _with_candidate_tenants(events: DataFrame, mapper: TenantMapper) -> DataFrame:
+    """The events with the tenant the candidate's rules name (the gateway's mapper, asked on
+    the driver once per distinct client) in place of the recorded one."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    pairs = events.select("principal", "client_id").distinct().collect()
+    named = events.sparkSession.createDataFrame(
+        [
+            (r.principal, r.client_id, mapper.tenant(principal_user(r.principal), r.client_id))
+            for r in pairs
+        ],
+        "principal string, client_id string, candidate_tenant string",
+    )
+    return (
+        events.join(F.broadcast(named), ["principal", "client_id"], "left")
+        .withColumn("tenant", F.coalesce(F.col("candidate_tenant"), F.lit("")))
+        .drop("candidate_tenant")
+    )
 
 
 def _limits(quota_file: QuotaFile | None, tenant: str) -> dict[str, float | None]:

@@ -113,7 +113,8 @@ class QuotaManagers:
 
     @classmethod
     def from_quota_file(cls, quota_file: QuotaFile) -> QuotaManagers:
-        """Managers with a quota file's windows (its advisory ``[gateway]``) and entries."""
+        """Managers with a quota file's windows (its advisory ``[gateway]``), entries and
+        exempt principals (``[broker]``)."""
         settings = {
             key: int(quota_file.gateway.get(key, default))
             for key, default in WINDOW_DEFAULTS.items()
@@ -127,6 +128,7 @@ class QuotaManagers:
         for entry in quota_file.entries:
             for key, value in entry.config.items():
                 managers.update_quota(entry.entity, key, value)
+        managers.set_exempt_principals(quota_file.exempt_principals or ())
         return managers
 
     def all(self) -> tuple[ClientQuotaManager, ...]:

@@ -13,23 +13,44 @@ key is a quota config key::
     [gateway]                         # advisory gateway settings, not applied by `apply`
     "controller.quota.window.num" = 11
 
+    [broker]                          # the store-kept settings of the default broker
+    "tenant.mapping.rules" = "RULE:client-id:^team-([a-z]+)-.*$/$1/"
+    "quota.exempt.principals" = ["User:canary"]
+
 Parsing validates every entity and value exactly as AlterClientQuotas would.
+
+``[broker]`` holds the two settings the live gateway keeps in its store and takes through
+IncrementalAlterConfigs on the default broker resource (``kafka-configs --entity-type brokers
+--entity-default``), so they are spelled with their Kafka names and not mixed with the
+numeric, advisory ``[gateway]``: ``quotas apply`` sends them that way, and the what-if replay
+runs with them (an exempt principal is never throttled; the rules, when given, name each
+client's tenant instead of the tenant the events recorded). A key left out means "as it is":
+``apply`` leaves the live setting alone, the replay uses the recorded tenants and exempts
+nobody. ``quota.exempt.principals`` is a list checked by the store's own rule
+(:mod:`quotagate.quota.principal_list`); ``tenant.mapping.rules`` is read here as text and
+parsed where it is used by the gateway's parser (``security.tenant_mapping``, which the core
+does not import): the pipeline's ``parse_quotas`` and ``quotas apply`` check it before
+anything runs or is sent.
 """
 
 from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import tomli_w
 
+from quotagate.quota.principal_list import EXEMPT_PRINCIPALS, check_principals
 from quotagate.quota.quota_config import (
     ENTITY_TYPES,
     QuotaConfigError,
     validate_entity,
     validate_value,
 )
+
+TENANT_MAPPING_RULES: Final = "tenant.mapping.rules"
+BROKER_SETTINGS: Final = (TENANT_MAPPING_RULES, EXEMPT_PRINCIPALS)
 
 
 @dataclass(slots=True)
@@ -42,6 +63,10 @@ class QuotaFileEntry:
 class QuotaFile:
     entries: list[QuotaFileEntry] = field(default_factory=list)
     gateway: dict[str, int | float] = field(default_factory=dict)
+    tenant_mapping_rules: str | None = None
+    """``[broker] "tenant.mapping.rules"``, unparsed; None: not given."""
+    exempt_principals: list[str] | None = None
+    """``[broker] "quota.exempt.principals"``; None: not given ([] exempts nobody)."""
 
 
 class QuotaFileError(ValueError):
@@ -53,10 +78,11 @@ def load_quota_file(text: str) -> QuotaFile:
         document = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise QuotaFileError(f"not valid TOML: {error}") from None
-    unknown = set(document) - {"quota", "gateway"}
+    unknown = set(document) - {"quota", "gateway", "broker"}
     if unknown:
         raise QuotaFileError(
-            f"unknown top-level key(s) {sorted(unknown)}; expected [[quota]] tables and [gateway]"
+            f"unknown top-level key(s) {sorted(unknown)}; expected [[quota]] tables, [gateway] "
+            "and [broker]"
         )
     quotas = document.get("quota", [])
     if not isinstance(quotas, list):
@@ -67,7 +93,8 @@ def load_quota_file(text: str) -> QuotaFile:
         isinstance(v, int | float) for v in gateway.values()
     ):
         raise QuotaFileError("[gateway] must map setting names to numbers")
-    return QuotaFile(entries, dict(gateway))
+    rules, exempt = read_broker_table(document.get("broker", {}))
+    return QuotaFile(entries, dict(gateway), rules, exempt)
 
 
 def dump_quota_file(quota_file: QuotaFile) -> str:
@@ -83,7 +110,50 @@ def dump_quota_file(quota_file: QuotaFile) -> str:
     document: dict[str, Any] = {"quota": tables}
     if quota_file.gateway:
         document["gateway"] = dict(quota_file.gateway)
+    broker = broker_table(quota_file)
+    if broker:
+        document["broker"] = broker
     return tomli_w.dumps(document)
+
+
+def broker_table(quota_file: QuotaFile) -> dict[str, Any]:
+    """The file's ``[broker]`` settings that are given, as the file writes them."""
+    broker: dict[str, Any] = {}
+    if quota_file.tenant_mapping_rules is not None:
+        broker[TENANT_MAPPING_RULES] = quota_file.tenant_mapping_rules
+    if quota_file.exempt_principals is not None:
+        broker[EXEMPT_PRINCIPALS] = list(quota_file.exempt_principals)
+    return broker
+
+
+def read_broker_table(table: object) -> tuple[str | None, list[str] | None]:
+    """``[broker]``: the rules' text and the exempt principals (None where not given);
+    raises :class:`QuotaFileError` saying what to write."""
+    if not isinstance(table, dict):
+        raise QuotaFileError(f"[broker] must be a table of {list(BROKER_SETTINGS)}")
+    unknown = sorted(set(table) - set(BROKER_SETTINGS))
+    if unknown:
+        raise QuotaFileError(
+            f"[broker]: unknown setting(s) {unknown}; it holds only {list(BROKER_SETTINGS)}"
+        )
+    rules = table.get(TENANT_MAPPING_RULES)
+    if rules is not None and not isinstance(rules, str):
+        raise QuotaFileError(
+            f'[broker]: "{TENANT_MAPPING_RULES}" must be a string, e.g. '
+            f'"{TENANT_MAPPING_RULES}" = "RULE:client-id:^team-([a-z]+)-.*$/$1/"'
+        )
+    exempt = table.get(EXEMPT_PRINCIPALS)
+    if exempt is None:
+        return rules, None
+    if not isinstance(exempt, list):
+        raise QuotaFileError(
+            f'[broker]: "{EXEMPT_PRINCIPALS}" must be a list, e.g. '
+            f'"{EXEMPT_PRINCIPALS}" = ["User:canary"]'
+        )
+    try:
+        return rules, check_principals(exempt)
+    except ValueError as error:
+        raise QuotaFileError(f"[broker]: {error}") from None
 
 
 def _entry(index: int, table: object) -> QuotaFileEntry:

@@ -26,6 +26,7 @@ from quotagate.store.quotas import (
     AuditEntry,
     Change,
     EntityKey,
+    SettingChange,
     decode_entity,
     encode_entity,
     entity_key,
@@ -123,6 +124,28 @@ class KafkaQuotaStore:
         }
         self._table.put(key, row)
         return True
+
+    def copy_setting_history(self, changes: Iterable[SettingChange]) -> list[SettingChange]:
+        """Write another store's audited changes of text settings, oldest first, as the
+        records they would have been here (their time, who, through what, old -> new), for
+        the settings this topic holds no record of; returns those written. The last one of a
+        setting makes its value. Kept as long as the upstream's compaction keeps them, as
+        every record of the topic."""
+        held = {name for (name,) in self._table.rows(TEXT_SETTING)}
+        written = []
+        for change in changes:
+            if change.name in held:
+                continue
+            row: dict[str, object] = {
+                "value": change.new_value,
+                "old": change.old_value,
+                "principal": change.principal,
+                "source": change.source,
+                "ts_ms": change.ts_ms,
+            }
+            self._table.put((TEXT_SETTING, change.name), row)
+            written.append(change)
+        return written
 
     # -- audit -------------------------------------------------------------------------------
 
