@@ -12,7 +12,9 @@ buffering at most 64 KiB (what it cannot hand over is dropped, not queued), 2 x 
 * **one process** and **four workers**, live: ``quotagate serve`` in front of an embedded
   tansu, real confluent-kafka producers, measured from the usage events.
 
-Prints a Markdown table (achieved ÷ quota).
+Prints a Markdown table (achieved ÷ quota). ``--greedy`` prints instead, simulated only, what
+Kafka's arithmetic lets a greedy client through over N connections (each sending a request
+every 10 ms whenever it is not muted) for requests of a growing share of a second's quota.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from quotagate.gateway.embedded import TansuBroker
 from support.fleet_load import offer, wire_rate
+from support.fleet_sim import QUOTA as SIM_QUOTA
 from support.fleet_sim import run_fleet
 from support.instances import Instance
 
@@ -57,11 +60,32 @@ def live(broker: TansuBroker, tmp: Path, workers: int, connections: int, seconds
     return wire_rate(instance.usage, start + WARM_UP_S, seconds) / QUOTA
 
 
+def _greedy_ratio(connections: int, share: float) -> float:
+    request_bytes = round(share * SIM_QUOTA)
+    run = run_fleet(1, connections, 80_000, window_num=2, request_bytes=request_bytes)
+    return run.ratio(20_000, 80_000)
+
+
+def greedy(connections: list[int]) -> None:
+    shares = (0.004, 0.008, 0.016, 0.04, 0.16)
+    print("| connections | " + " | ".join(f"request {s:.1%} of quota x 1 s" for s in shares) + " |")
+    print("|---:|" + "---:|" * len(shares))
+    for n in connections:
+        # A request every 10 ms offers 100 x share x n quotas: below 2 the client is not
+        # held by its quota at all, and the cell says nothing.
+        cells = [f"{_greedy_ratio(n, s):.3f}" if 100 * s * n >= 2 else "–" for s in shares]
+        print(f"| {n} | " + " | ".join(cells) + " |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--connections", type=int, nargs="+", default=[1, 5, 20])
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--greedy", action="store_true", help="the simulated greedy table only")
     args = parser.parse_args()
+    if args.greedy:
+        greedy(args.connections)
+        return
     print("| connections | Kafka, simulated | 4 workers, simulated | one process | 4 workers |")
     print("|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp, TansuBroker() as broker:

@@ -9,9 +9,11 @@ principals, each with a user quota, all greedy, held together to the tenant quot
 member over its own, while a principal outside the tenant runs free; without the tenant
 quota the members together get five user quotas.
 
-Rates are a fifth of the issue's (member 200 kB/s, tenant 400 kB/s instead of 1 and 2 MB/s):
-six greedy producers, the gateway and the broker share two cores with other suites. The
-windows are 2 x 1 s as in test_byte_rates (docs/quotas.md, "Accuracy").
+The rates are the issue's (member 1 MB/s, tenant 2 MB/s); the windows are 2 x 1 s as in
+test_byte_rates (docs/quotas.md, "Accuracy"). Scaled down five-fold, the tenant took
+1.08-1.11 x its quota, and so did one principal over the same five connections: a 16 KB
+batch is then 4 % of a second's quota, and Kafka's arithmetic lets five greedy connections
+through that much over (docs/quotas.md, "Many connections of one client").
 """
 
 from __future__ import annotations
@@ -43,15 +45,13 @@ from support.greedy import assert_held, measured_rate, race, usage_rows
 
 pytestmark = pytest.mark.integration
 
-MEMBER = 200_000
-TENANT = 400_000
+MEMBER = 1_000_000
+TENANT = 2_000_000
 MEMBERS = tuple(f"team-{n}" for n in range(1, 6))
 OUTSIDER = "outsider"
 PASSWORD = "Tenant-Pa55"
 RULES = "RULE:user:^team-[0-9]+$/team/"
 WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1}
-MANY_CONNECTIONS_CEILING = 1.15
-"""What one principal's five greedy connections reach here too (see the test)."""
 runner = CliRunner()
 
 
@@ -107,12 +107,7 @@ def test_a_tenant_of_five_greedy_principals_is_held_to_its_quota(
     for member in MEMBERS:
         assert rates[member] <= 1.05 * MEMBER, (member, rates[member] / MEMBER)
     if tenant_quota:
-        # The tenant is one quota over five connections, each muted on its own (KIP-219):
-        # Kafka's per-connection arithmetic lets such a client through a little over its
-        # quota with this send pattern (docs/quotas.md, "Many connections of one client").
-        # One principal over the same five greedy connections measured 1.087 and 1.111 here,
-        # the tenant 1.085 and 1.109: the tenant level adds nothing to it.
-        assert 0.85 * TENANT <= members <= MANY_CONNECTIONS_CEILING * TENANT, members / TENANT
+        assert_held(members, TENANT)
         # The tenant level throttled them (the decision names it), and its sensor holds it.
         member_causes = {r["throttle_cause"] for r in rows if r["principal"].startswith("User:t")}
         assert "tenant_produce" in member_causes, member_causes

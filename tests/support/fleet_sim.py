@@ -75,6 +75,8 @@ class SimWorker:
     forgotten: list[str] = field(default_factory=list)
     tenant: str = ""
     """The client is a tenant's members (its quota the tenant's), "" for client ``c``."""
+    request_bytes: int = REQUEST_BYTES
+    """What a greedy connection sends each time it is not muted."""
 
     def join(self, now_ms: int) -> None:
         entity = {"tenant": self.tenant} if self.tenant else {"client-id": "c"}
@@ -94,13 +96,13 @@ class SimWorker:
 
     def serve(self, now_ms: int, load: Load | None = None) -> int:
         """Every unmuted connection sends one request; returns the bytes admitted. Greedy
-        (``REQUEST_BYTES`` each time) without a ``load``. With one, as a librdkafka producer
+        (:attr:`request_bytes` each time) without a ``load``. With one, as a librdkafka producer
         does: a batch of what the client handed over is made every step (its linger) and
         queued, up to the buffer (the client's further records are refused, BufferError);
         the gateway reads the oldest queued request when the connection is not muted."""
         admitted = 0
         for i, until in enumerate(self.muted_until):
-            size = REQUEST_BYTES
+            size = self.request_bytes
             if load is not None:
                 queue = self.queued[i]
                 if self.buffered[i] + load.per_step <= load.buffer_bytes:
@@ -148,13 +150,15 @@ def run_fleet(
     offered: float | None = None,
     window_num: int = 11,
     tenant: str = "",
+    request_bytes: int = REQUEST_BYTES,
 ) -> FleetRun:
     """``workers`` processes share one client's ``connections`` (spread evenly); ``leave``
     names workers that stop (with a farewell) at a time relative to the start; ``hub_ms``:
     the workers are one instance whose hub relays their reports every ``hub_ms`` (heard
     within the step), 0 for none; ``offered``: the client offers that many times its quota
     (``Load``) instead of sending greedily; ``window_num``: of 1 s each, Kafka's 11 by
-    default; ``tenant``: the client is that tenant's members, held by its tenant quota."""
+    default; ``tenant``: the client is that tenant's members, held by its tenant quota;
+    ``request_bytes``: what a greedy connection sends at a time."""
     load = Load(offered, connections) if offered is not None else None
     fleet = [
         SimWorker(
@@ -162,6 +166,7 @@ def run_fleet(
             connections // workers + (i < connections % workers),
             QuotaManagers.create(window_num=window_num),
             tenant=tenant,
+            request_bytes=request_bytes,
         )
         for i in range(workers)
     ]

@@ -45,8 +45,9 @@ class Instance:
         windows: tuple[int, int] = (2, 1),
         fleet: str = "",
         fleet_id: str | None = None,
+        listener: str = "",
     ) -> None:
-        """``gateway``, ``fleet``: more lines of those sections, e.g.
+        """``gateway``, ``fleet``, ``listener``: more lines of those sections, e.g.
         ``"max.connections.per.ip" = 1``; ``upstream_keys``: ``[upstream]`` security keys
         (TLS, SASL), for the store too; ``windows``: quota.window.num and .size.seconds
         (2 x 1 s by default, which makes 20 s measurable; Kafka's are 11 x 1 s); instances
@@ -77,6 +78,7 @@ class Instance:
             + "".join(f'"{key}" = "{value}"\n' for key, value in upstream_keys.items())
             + f'[[listeners]]\nlisten = "127.0.0.1:0"\nbroker.port.start = {free_port()}\n'
             "broker.node.id.start = 111\nbroker.port.count = 1\n"
+            f"{listener}\n"
             f'[metrics]\nlisten = "127.0.0.1:{self.metrics_port}"\n'
             f'[store]\nbackend = "kafka"\ntopic = "{store_topic}"\n'
             f'[usage]\npath = "{self.usage}"\n'
