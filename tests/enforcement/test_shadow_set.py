@@ -115,6 +115,22 @@ def test_a_tenant_can_have_a_shadow_quota() -> None:
     for tenant, throttled in (("acme", True), ("", False)):
         facts = RequestFacts(charging, "", f"app-{tenant}", PRODUCE, 9, NOW, 30_000, tenant=tenant)
         assert (shadow.observe(facts) > 0) is throttled, tenant
+    for i in range(1, 10):  # 3000 B/s over 10 s, three times the tenant's shadow quota
+        now = NOW + i * 1000
+        shadow.observe(RequestFacts(charging, "", "app", PRODUCE, 9, now, 3000, tenant="acme"))
+
+    # Exported as the live tenant level is, labelled by the tenant, and shown on its row.
+    runtime.last_now_ms = NOW + 9_000
+    runtime.tick(NOW + 9_000)
+    registry = CollectorRegistry()
+    registry.register(QuotaCollector(runtime))
+    text = generate_latest(registry).decode()
+    assert 'quotagate_shadow_tenant_produce_quota{tenant="acme"} 1000.0' in text
+    assert 'quotagate_shadow_tenant_would_throttle_ratio{tenant="acme"}' in text
+    assert 'quotagate_tenant_produce_quota{tenant="acme"}' not in text  # no live quota
+    (row,) = [r for r in parse([Scrape("u", text)]).rows if r.kind.tenant]
+    assert (row.entity, row.shadow_quota) == ("tenant=acme", 1000.0)
+    assert row.shadow_ratio is not None and row.shadow_ratio > 0.5
 
 
 def test_a_strict_shadow_mutation_quota_counts_the_topics_it_would_refuse() -> None:

@@ -144,6 +144,7 @@ def _add_tenant_level(
 
 TENANT_PREFIX = "tenant_"
 """Series of the tenant level: labelled ``tenant`` only."""
+_TENANT_SERIES = (TENANT_PREFIX, f"shadow_{TENANT_PREFIX}")
 
 _HELP = {
     "byte_rate": "Bytes per second over the quota window (Kafka byte-rate)",
@@ -195,7 +196,7 @@ class QuotaCollector(Collector):
         for name, points in snapshot.get("series", {}).items():
             if name in _OTHER_LABELS:
                 labels = _OTHER_LABELS[name]
-            elif name.startswith(TENANT_PREFIX):
+            elif name.startswith(_TENANT_SERIES):
                 labels = ["tenant"]
             elif name.endswith("_quota_source"):
                 labels = [*_LABELS, "source"]

@@ -51,6 +51,7 @@ WOULD_THROTTLE_REQUESTS: Final = "shadow_would_throttle_requests"
 REFUSED_MUTATIONS: Final = "shadow_refused_mutations"
 REFUSED_REQUESTS: Final = "shadow_refused_requests"
 WOULD_THROTTLE_RATIO: Final = "shadow_would_throttle_ratio"
+TENANT_WOULD_THROTTLE_RATIO: Final = "shadow_tenant_would_throttle_ratio"
 COUNTERS: Final = frozenset(
     {WOULD_THROTTLE_SECONDS, WOULD_THROTTLE_REQUESTS, REFUSED_MUTATIONS, REFUSED_REQUESTS}
 )
@@ -160,6 +161,7 @@ class ShadowQuotas:
                     ratio[state.key] = max(ratio.get(state.key, 0.0), share)
         for key, share in ratio.items():
             out.setdefault(WOULD_THROTTLE_RATIO, []).append(([key[0], key[1]], share))
+        self._tenant_series(now_ms, out)
         for name, counts, scale in (
             (WOULD_THROTTLE_SECONDS, self._would_throttle_ms, 0.001),
             (WOULD_THROTTLE_REQUESTS, self._would_throttle_requests, 1.0),
@@ -172,6 +174,33 @@ class ShadowQuotas:
             if points:
                 out[name] = points
         return out
+
+    def _tenant_series(self, now_ms: int, out: dict[str, SeriesPoints]) -> None:
+        """``shadow_tenant_*``: the tenant level's shadow quotas, labelled by the tenant, as
+        the live tenant level is exported (its would-throttle ratio from its own sensor)."""
+        tenants = self.managers.tenants
+        if tenants is None:
+            return
+        ratio: dict[str, float] = {}
+        for group, manager, value_name in (
+            ("produce", tenants.produce, "byte_rate"),
+            ("fetch", tenants.fetch, "byte_rate"),
+            ("request", tenants.request, "request_time"),
+            ("controllermutation", tenants.controller, "tokens"),
+        ):
+            for state in manager.states(now_ms):
+                if state.limit >= UNBOUNDED:
+                    continue
+                labels = [state.key[0]]
+                out.setdefault(f"shadow_tenant_{group}_{value_name}", []).append(
+                    (labels, state.value)
+                )
+                out.setdefault(f"shadow_tenant_{group}_quota", []).append((labels, state.limit))
+                if value_name != "tokens" and state.value > 0 and not math.isnan(state.value):
+                    share = max(0.0, 1.0 - state.limit / state.value)  # as a client key's
+                    ratio[state.key[0]] = max(ratio.get(state.key[0], 0.0), share)
+        for tenant, share in ratio.items():
+            out.setdefault(TENANT_WOULD_THROTTLE_RATIO, []).append(([tenant], share))
 
 
 _MUTATIONS: Final = (OtherQuota.STRICT_MUTATION, OtherQuota.PERMISSIVE_MUTATION)

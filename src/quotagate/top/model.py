@@ -231,11 +231,11 @@ def _row_key(name: str, labels: Mapping[str, str]) -> tuple[RowKey, str] | None:
 
 
 def _take(rows: dict[RowKey, Row], name: str, labels: Mapping[str, str], value: float) -> None:
-    found = _row_key(name, labels)
-    if found is None:
-        return
     if name.startswith(_SHADOW):
         _take_shadow(rows, name.removeprefix(_SHADOW), labels, value)
+        return
+    found = _row_key(name, labels)
+    if found is None:
         return
     key, series = found
     group = key[0]
@@ -271,23 +271,35 @@ def _take_shadow(
 ) -> None:
     """``shadow_<group>_quota`` makes a row (a key may have a shadow quota and no live one);
     ``shadow_would_throttle_ratio`` is per key, shown on each of its rows with a shadow quota.
-    Every worker sees the same shadow values and ratios of a key: the largest is taken."""
-    user, client_id = labels.get("user", ""), labels["client_id"]
+    Every worker sees the same shadow values and ratios of a key: the largest is taken.
+    ``shadow_tenant_*`` are a tenant's, labelled ``tenant``, on its tenant rows."""
+    tenant = series.startswith("tenant_")
+    if tenant:
+        if "tenant" not in labels:
+            return
+        series = series.removeprefix("tenant_")
+        user, client_id = desanitize_user(labels["tenant"]), ""
+    elif "client_id" in labels:
+        user, client_id = desanitize_user(labels.get("user", "")), labels["client_id"]
+    else:
+        return
     if series == "would_throttle_ratio":
         for row in rows.values():
-            if (row.user, row.client_id) == (desanitize_user(user), client_id) and (
+            if (row.kind.tenant, row.user, row.client_id) == (tenant, user, client_id) and (
                 row.shadow_quota is not None
             ):
                 row.shadow_ratio = max(row.shadow_ratio or 0.0, value)
         return
     group, _, rest = series.partition("_")
+    if tenant:
+        group = f"tenant_{group}"
     kind = _BY_GROUP.get(group)
     if kind is None or rest != "quota" or value >= UNBOUNDED_FROM:
         return
-    key = (group, user, client_id)
+    key = (group, labels["tenant"] if tenant else labels.get("user", ""), client_id)
     shadowed = rows.get(key)
     if shadowed is None:
-        shadowed = rows[key] = Row(kind, desanitize_user(user), client_id)
+        shadowed = rows[key] = Row(kind, user, client_id)
     shadowed.shadow_quota = max(shadowed.shadow_quota or 0.0, value)
 
 
