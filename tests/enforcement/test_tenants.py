@@ -34,13 +34,16 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from prometheus_client import CollectorRegistry, generate_latest
 from typer.testing import CliRunner
 
 from quotagate.cli import app
+from quotagate.enforcement.metrics import QuotaCollector
 from quotagate.protocol import api_table
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.backends import StoreSettings, open_credentials
 from quotagate.store.quotas import Change
+from quotagate.top.model import Row, Scrape, parse
 from support.greedy import assert_held, measured_rate, race, usage_rows
 
 pytestmark = pytest.mark.integration
@@ -317,11 +320,19 @@ def test_a_tenant_quota_alone_throttles_the_clients_its_rules_map(
     assert _throttles_of_one_produce(gateway.bootstrap, "search-1", topic) == []
 
 
+def _top_rows(runtime: Any) -> list[Row]:
+    """What ``quotagate top`` makes of the gateway's metrics page as it stands."""
+    registry = CollectorRegistry()
+    registry.register(QuotaCollector(runtime))
+    return parse([Scrape("gateway", generate_latest(registry).decode())]).rows
+
+
 def test_an_exempt_principal_is_never_throttled_and_still_metered(
-    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path
+    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path, wait_for: Any
 ) -> None:
     """``quota.exempt.principals`` from the config file: a producer at many times its
-    quota is never throttled, and every request is in the usage events and on its sensor."""
+    quota is never throttled, every request is in the usage events and on its sensor, and
+    ``top`` shows its row over the quota, marked exempt, never throttled."""
     usage = tmp_path / "usage"
     gateway = start_quota_gateway(
         quota_tansu.bootstrap,
@@ -345,6 +356,13 @@ def test_an_exempt_principal_is_never_throttled_and_still_metered(
     elapsed = time.monotonic() - started
     metric = gateway.runtime.managers.produce.quota_metric("ANONYMOUS", "canary")
     assert metric is not None and metric.peek(gateway.runtime.last_now_ms) > quota
+
+    def canary_row() -> Row | None:
+        rows = [r for r in _top_rows(gateway.runtime) if r.client_id == "canary"]
+        return rows[0] if rows and rows[0].rate > quota else None
+
+    row = wait_for(canary_row, 10, "the exempt client's row in top, over its quota")
+    assert row.exempt and row.quota == quota and row.throttle_total_ms == 0
     gateway.stop()
     rows = [r for r in usage_rows(usage) if r["api_key"] == 0]
     sent = sum(r["request_bytes"] for r in rows)

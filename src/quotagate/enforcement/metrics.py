@@ -20,7 +20,9 @@ The tenant level (issue 25) is exported the same way per live tenant sensor, und
 its total: a throttle the tenant level imposed is recorded there, not on the client's key);
 its cardinality is bounded as the client keys' are, by the live sensors. The exempt
 principals (``quota.exempt.principals``, a configured list) are
-``quotagate_exempt_principal{user}`` = 1.
+``quotagate_exempt_principal{user}`` = 1, and while any is configured each sharing key has
+``quotagate_<group>_exempt_connections``: its open connections of exempt principals (a key of
+a client-id quota names no user, so this is how ``top`` marks it).
 
 The engine is not thread-safe, so the event loop builds a snapshot every housekeeping tick
 and the scrape thread only reads the latest one.
@@ -68,6 +70,7 @@ def build_snapshot(runtime: QuotaState, now_ms: int) -> dict[str, Any]:
     def add(name: str, labels: list[str], value: float) -> None:
         series.setdefault(name, []).append((labels, value))
 
+    exempt_users = runtime.managers.exempt_users
     # The value a quota is checked against: a Rate for the first three, the KIP-599 token
     # bucket for controller mutations. states() peeks, so exporting never changes a throttle.
     for group, manager, value_name in (
@@ -77,10 +80,15 @@ def build_snapshot(runtime: QuotaState, now_ms: int) -> dict[str, Any]:
         ("controllermutation", runtime.managers.controller, "tokens"),
     ):
         connections: dict[tuple[str, str], int] = {}
+        exempt_connections: dict[tuple[str, str], int] = {}
         if manager.quotas_enabled:
             for user, client_id in runtime.clients.values():
                 key = manager.sharing_key(user, client_id)
                 connections[key] = connections.get(key, 0) + 1
+                if user in exempt_users:
+                    # A key without a user part (a client-id quota) cannot name the exempt
+                    # principal: the count says the key's traffic comes from one.
+                    exempt_connections[key] = exempt_connections.get(key, 0) + 1
         for state in manager.states(now_ms):
             labels = [state.key[0], state.key[1]]
             add(f"{group}_{value_name}", labels, state.value)
@@ -90,6 +98,9 @@ def build_snapshot(runtime: QuotaState, now_ms: int) -> dict[str, Any]:
                 add(f"{group}_throttle_time", labels, state.throttle_time_avg)
             add(f"{group}_throttle_time_ms", labels, state.throttle_ms_total)
             add(f"{group}_connections", labels, float(connections.get(state.key, 0)))
+            if exempt_users:
+                exempt = float(exempt_connections.get(state.key, 0))
+                add(f"{group}_exempt_connections", labels, exempt)
         add(f"{group}_queue_size", [], float(manager.throttled_channels.queue_size))
     _add_tenant_level(runtime.managers, now_ms, add)
     for user in sorted(runtime.managers.exempt_users):
@@ -154,6 +165,7 @@ _HELP = {
     "quota_source": "1 for the level of Kafka's eight whose quota applies to this sharing key",
     "throttle_time_ms": "Throttle time recorded on this sharing key, ms, since it appeared",
     "connections": "Open connections whose latest request was measured on this sharing key",
+    "exempt_connections": "Of those, the connections of exempt principals",
     "queue_size": "Channels currently throttled (Kafka queue-size)",
     "tokens": "KIP-599 token bucket level (Kafka tokens)",
     "fleet_peers": "Other workers of the fleet this worker accounts for, by state",

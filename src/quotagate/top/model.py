@@ -80,7 +80,8 @@ class Row:
     shadow_ratio: float | None = None
     """Share of its time the key would spend throttled were its shadow quotas live."""
     exempt: bool = False
-    """The key's user is an exempt principal: metered, never throttled."""
+    """The key's user is an exempt principal, or an exempt principal's connection is measured
+    on it: metered, never throttled."""
 
     @property
     def key(self) -> RowKey:
@@ -200,7 +201,7 @@ def parse(scrapes: Sequence[Scrape]) -> Snapshot:
         if name == "quotagate_exempt_principal" and value:
             exempt.add(desanitize_user(labels.get("user", "")))
     for row in rows.values():
-        row.exempt = not row.kind.tenant and bool(row.user) and row.user in exempt
+        row.exempt |= not row.kind.tenant and bool(row.user) and row.user in exempt
     return Snapshot(list(rows.values()), errors, len(scrapes), answered, fleet, sorted(exempt))
 
 
@@ -259,6 +260,8 @@ def _take(rows: dict[RowKey, Row], name: str, labels: Mapping[str, str], value: 
         row.throttle_total_ms += value
     elif series == "connections":
         row.connections += int(value)
+    elif series == "exempt_connections" and value:
+        row.exempt = True
     elif series == "quota_source" and value:
         row.source = labels.get("source", NO_SOURCE)
 
