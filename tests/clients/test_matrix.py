@@ -17,10 +17,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
-import shutil
 import socket
 import struct
-import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -42,7 +40,7 @@ from quotagate.gateway.embedded import TansuBroker
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.quotas import Change
-from support.clients import kafkajs
+from support.clients import kafkajs, kcat
 from support.gateways import TANSU_NODE_ID, gateway_config
 
 pytestmark = pytest.mark.integration
@@ -330,25 +328,15 @@ async def _aiokafka(bootstrap: str) -> None:
 # -- kcat (Debian) --------------------------------------------------------------------------
 
 
-def _kcat(*args: str, stdin: str | None = None, timeout: float = 60) -> str:
-    kcat = shutil.which("kcat")
-    assert kcat, "Debian's kcat is not installed: run `make test` or `apt-get install -y kcat`"
-    done = subprocess.run(
-        [kcat, *args], input=stdin, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 def test_kcat_from_debian(matrix_gateway: MatrixGateway, wait_for: Callable[..., Any]) -> None:
     bootstrap, topic = matrix_gateway.bootstrap, _topic("kcat")
     admin = _ck_create(bootstrap, topic)
-    listing = _kcat("-b", bootstrap, "-L", "-t", topic, "-m", "30")
+    listing = kcat("-b", bootstrap, "-L", "-t", topic, "-m", "30")
     assert f"at 127.0.0.1:{matrix_gateway.tansu.port}" not in listing  # gateway addresses only
     assert f'topic "{topic}" with {PARTITIONS} partitions' in listing
     lines = "\n".join(v.decode() for v in _values()) + "\n"
-    _kcat("-b", bootstrap, "-P", "-t", topic, "-X", "acks=all", stdin=lines)
-    consumed = _kcat(
+    kcat("-b", bootstrap, "-P", "-t", topic, "-X", "acks=all", stdin=lines)
+    consumed = kcat(
         "-b",
         bootstrap,
         "-G",
@@ -364,7 +352,7 @@ def test_kcat_from_debian(matrix_gateway: MatrixGateway, wait_for: Callable[...,
     _assert_exactly_once([line.encode() for line in consumed.split()])
     records = "\n".join(RECORD.decode() for _ in range(THROTTLED_BYTES // len(RECORD))) + "\n"
     started = time.monotonic()
-    _kcat(
+    kcat(
         "-b",
         bootstrap,
         "-P",

@@ -137,6 +137,17 @@ def aiokafka_round_trip(config: dict[str, Any], topic: str, values: Sequence[byt
     return asyncio.run(asyncio.wait_for(run(), 60))
 
 
+def kcat(*args: str, stdin: str | None = None, timeout: float = 60) -> str:
+    """Debian's ``kcat ARGS…`` (librdkafka 2.0.2); what it printed. It must succeed."""
+    found = shutil.which("kcat")
+    assert found, "Debian's kcat is not installed: run `make test` or `apt-get install -y kcat`"
+    done = subprocess.run(
+        [found, *args], input=stdin, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def kafkajs(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """``node matrix.js ARGS…`` (tests/clients/kafkajs); the JSON it prints."""
     node = shutil.which("node")

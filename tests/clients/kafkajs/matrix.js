@@ -8,13 +8,20 @@
 //     {"seconds", "bytes"}. KafkaJS honours throttle_time_ms (KIP-219) on top of the muting.
 //
 // KAFKAJS_SASL (JSON, KafkaJS's sasl option, e.g. {"mechanism": "scram-sha-512", "username":
-// ..., "password": ...}) and KAFKAJS_CA (a PEM file: TLS trusting it) secure the connections.
+// ..., "password": ...}) or KAFKAJS_OAUTH_TOKEN (a JWT: OAUTHBEARER with that token), and
+// KAFKAJS_CA (a PEM file: TLS trusting it) secure the connections.
 'use strict'
 
 const fs = require('fs')
 const { Kafka, logLevel } = require('kafkajs')
 
-const sasl = process.env.KAFKAJS_SASL ? JSON.parse(process.env.KAFKAJS_SASL) : undefined
+function saslOption() {
+  const token = process.env.KAFKAJS_OAUTH_TOKEN
+  if (token) return { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: token }) }
+  return process.env.KAFKAJS_SASL ? JSON.parse(process.env.KAFKAJS_SASL) : undefined
+}
+
+const sasl = saslOption()
 const ssl = process.env.KAFKAJS_CA ? { ca: [fs.readFileSync(process.env.KAFKAJS_CA)] } : undefined
 
 const [mode, bootstrap, topic, ...rest] = process.argv.slice(2)
