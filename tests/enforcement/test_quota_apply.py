@@ -161,7 +161,7 @@ def test_apply_sets_the_files_broker_settings_as_incremental_alter_configs_does(
     )
     planned = _invoke("apply", str(quota_file), "-b", gateway.bootstrap, "--plan")
     assert planned.exit_code == 0, planned.output
-    assert f"broker default: tenant.mapping.rules = {rules!r} (set as given)" in planned.stdout
+    assert f"broker default: tenant.mapping.rules = {rules!r}" in planned.stdout
     assert sync.tenant_mapper.tenant("u", "team-search-1") == ""  # --plan changed nothing
     dry = _invoke("apply", str(quota_file), "-b", gateway.bootstrap, "--dry-run")
     assert dry.exit_code == 0, dry.output
@@ -175,6 +175,15 @@ def test_apply_sets_the_files_broker_settings_as_incremental_alter_configs_does(
     history = _invoke("history", "--store", str(store), "-o", "json")
     assert history.exit_code == 0, history.output
     assert "IncrementalAlterConfigs" in history.stdout and "User:canary,User:mm2" in history.stdout
+
+    # --check reads them back (DescribeConfigs of the default broker): in line, then drifted.
+    clean = _invoke("apply", str(quota_file), "-b", gateway.bootstrap, "--check")
+    assert clean.exit_code == 0, clean.output
+    sync.set_exempt_principals(["User:canary"], "User:someone")
+    drift = _invoke("apply", str(quota_file), "-b", gateway.bootstrap, "--check")
+    assert drift.exit_code == 2, drift.output
+    assert "broker default: quota.exempt.principals = 'User:canary,User:mm2'" in drift.stderr
+    assert "tenant.mapping.rules" not in drift.stderr  # that one is as the file says
 
     # The gateway's own rule refuses a bad rule before anything is sent.
     quota_file.write_text('[broker]\n"tenant.mapping.rules" = "RULE:users:x/y/"\n')

@@ -264,6 +264,34 @@ class AdminClient:
         )
         return outcome
 
+    async def describe_broker_defaults(
+        self, names: Sequence[str], *, timeout_ms: int | None = None
+    ) -> dict[str, str | None] | KafkaError:
+        """The values of ``names`` on the default broker resource (a name not set is left
+        out), or the resource's error."""
+
+        def build(version: int) -> Any:
+            return requests.describe_broker_defaults_request(version, names)
+
+        def handle(response: Any, _version: int) -> dict[str, str | None] | KafkaError:
+            described: dict[str, str | None] = {}
+            for result in response.results:
+                code = error_code(result.error_code)
+                if code != ErrorCode.NONE:
+                    return KafkaError(code, result.error_message)
+                described.update((c.name, c.value) for c in result.configs if c.name in names)
+            return described
+
+        outcome: dict[str, str | None] | KafkaError = await self._calls.run(
+            "describeConfigs",
+            api_keys.DESCRIBE_CONFIGS,
+            Target.LEAST_LOADED,
+            build,
+            handle,
+            self._deadline(timeout_ms),
+        )
+        return outcome
+
     # -- helpers -------------------------------------------------------------------------------
 
     def _deadline(self, timeout_ms: int | None) -> float:

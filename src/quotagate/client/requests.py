@@ -196,6 +196,19 @@ def broker_defaults_request(
     )
 
 
+def describe_broker_defaults_request(api_version: int, names: Sequence[str]) -> Any:
+    """DescribeConfigs of the default broker resource (named ""), as ``kafka-configs
+    --entity-type brokers --entity-default --describe`` sends it, for ``names`` only."""
+    module = _module(api_keys.DESCRIBE_CONFIGS, api_version)
+    resource = _build(
+        module.DescribeConfigsResource,
+        resource_type=i8(BROKER_RESOURCE),
+        resource_name="",
+        configuration_keys=tuple(names),
+    )
+    return _build(module.DescribeConfigsRequest, resources=(resource,))
+
+
 def throttle_time_ms(response: Any) -> int:
     """A response's ``throttle_time_ms`` (0 for versions without the field)."""
     value = getattr(response, "throttle_time", None)

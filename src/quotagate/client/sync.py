@@ -118,6 +118,11 @@ class SyncAdminClient:
             )
         )
 
+    def describe_broker_defaults(
+        self, names: Sequence[str], *, timeout_ms: int | None = None
+    ) -> dict[str, str | None] | KafkaError:
+        return self._runner.run(self._client.describe_broker_defaults(names, timeout_ms=timeout_ms))
+
     def alter_client_quotas(
         self,
         alterations: Sequence[ClientQuotaAlteration],

@@ -19,6 +19,7 @@ CLIENT_APIS: Final = (
     api_keys.DESCRIBE_CLIENT_QUOTAS,
     api_keys.ALTER_CLIENT_QUOTAS,
     api_keys.INCREMENTAL_ALTER_CONFIGS,
+    api_keys.DESCRIBE_CONFIGS,
 )
 
 

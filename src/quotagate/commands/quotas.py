@@ -34,7 +34,11 @@ from quotagate.commands.entity_options import (
 from quotagate.commands.quota_history import history
 from quotagate.commands.quota_plan import EntityPlan, plan, summary
 from quotagate.quota import ClientQuotaFilter, FilterComponent
-from quotagate.quota.principal_list import EXEMPT_PRINCIPALS, principal_list_text
+from quotagate.quota.principal_list import (
+    EXEMPT_PRINCIPALS,
+    parse_principal_list,
+    principal_list_text,
+)
 from quotagate.quota.quota_file import (
     TENANT_MAPPING_RULES,
     QuotaFile,
@@ -312,9 +316,8 @@ def apply(
     options, only the entities they match (a type alone: every entity of it) are compared,
     applied and pruned. The file's [broker] settings (tenant.mapping.rules,
     quota.exempt.principals) are set on the default broker resource with
-    IncrementalAlterConfigs, as kafka-configs --entity-type brokers --entity-default does;
-    not with entity options, and --check cannot compare them (the gateway does not describe
-    them).
+    IncrementalAlterConfigs, as kafka-configs --entity-type brokers --entity-default does
+    (not with entity options); --check compares them with what the gateway describes.
     """
     scope = entity_pairs(ctx)
     if show_plan + dry_run + check > 1:
@@ -331,15 +334,16 @@ def apply(
     try:
         with SyncAdminClient(config) as admin:
             live = _live_only(_describe_all(admin))
+            if check and broker:
+                broker = _broker_differences(admin, broker)
     except KafkaError as exc:
         raise _fail(exc) from None
     plans = plan(_within(live, scope), _within(wanted, scope), prune=prune)
     if show_plan or check:
         _print_plan(plans, output)
         for name, value in broker.items():
-            how = "not compared: the gateway does not describe it" if check else "set as given"
-            typer.echo(f"broker default: {name} = {value!r} ({how})", err=check)
-        if check and plans:
+            typer.echo(f"broker default: {name} = {value!r}", err=check)
+        if check and (plans or broker):
             raise typer.Exit(exit_codes.USAGE)
         return
     if broker:
@@ -363,6 +367,22 @@ def _broker_settings(file: Path, quota_file: QuotaFile) -> dict[str, str]:
     if quota_file.exempt_principals is not None:
         settings[EXEMPT_PRINCIPALS] = principal_list_text(quota_file.exempt_principals)
     return settings
+
+
+def _broker_differences(admin: SyncAdminClient, wanted: dict[str, str]) -> dict[str, str]:
+    """The file's [broker] settings the default broker resource does not hold as written."""
+    live = admin.describe_broker_defaults(list(wanted))
+    if isinstance(live, KafkaError):
+        raise live
+    return {name: value for name, value in wanted.items() if _normalised(name, live.get(name))
+            != _normalised(name, value)}  # fmt: skip
+
+
+def _normalised(name: str, value: str | None) -> str | None:
+    # A list's order and blanks are not part of its value.
+    if value is None or name != EXEMPT_PRINCIPALS:
+        return value
+    return principal_list_text(sorted(parse_principal_list(value)))
 
 
 def _alter_broker(config: AdminConfig, settings: dict[str, str], validate_only: bool) -> None:

@@ -8,6 +8,7 @@ from quotagate.enforcement import settings
 from quotagate.enforcement.client_quotas_api import ClientQuotasApiStage
 from quotagate.enforcement.fetch import FetchQuotaStage
 from quotagate.enforcement.mutations import ControllerMutationStage
+from quotagate.enforcement.own_configs_api import OwnConfigsApiStage
 from quotagate.enforcement.produce import ProduceQuotaStage
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.settings import FLEET_SECTION, QUOTAS_SECTION, USAGE_SECTION
@@ -34,6 +35,7 @@ class QuotaEnforcement(Plugin):
             QuotaThrottleStage(runtime),
             ClientQuotasApiStage(runtime),
             TopicThresholdsApiStage(runtime),
+            OwnConfigsApiStage(runtime),
             ControllerMutationStage(runtime),
             ProduceQuotaStage(runtime),
             FetchQuotaStage(runtime),

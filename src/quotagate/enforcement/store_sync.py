@@ -64,6 +64,8 @@ class QuotaStoreSync:
         """``tenant.mapping.rules`` in force: the tenant of each (user, client id)."""
         self._rules_text: str | None = None
         self.exempt_principals: tuple[str, ...] = ()
+        self._rules_stored = False
+        self._exempt_stored = False
         if store is not None:
             self.reload()
         else:
@@ -111,10 +113,12 @@ class QuotaStoreSync:
     def _load_tenancy(self) -> None:
         store = self.store
         rules = store.text_setting(TENANT_MAPPING_RULES_SETTING) if store is not None else None
+        self._rules_stored = rules is not None
         if rules is None:
             rules = self.settings.tenant_mapping_rules
         self._use_rules(rules)
         exempt = store.text_setting(EXEMPT_PRINCIPALS_SETTING) if store is not None else None
+        self._exempt_stored = exempt is not None
         if exempt is None:
             self._use_exempt(sorted(self.settings.exempt_principals or ()))
             return
@@ -143,6 +147,16 @@ class QuotaStoreSync:
         self.managers.set_exempt_principals(principals)
         log.info(kv("exempt_principals_in_force", principals=",".join(principals) or "<none>"))
 
+    @property
+    def tenant_rules_in_force(self) -> tuple[str, bool]:
+        """The rules in force as written, and whether the store (not the file) set them."""
+        return self._rules_text or "", self._rules_stored
+
+    @property
+    def exempt_principals_in_force(self) -> tuple[tuple[str, ...], bool]:
+        """The exempt principals, and whether the store (not the file) set them."""
+        return self.exempt_principals, self._exempt_stored
+
     def set_tenant_rules(self, text: str | None, principal: str) -> None:
         """Store new rules (None: back to the config file's); raises ``InvalidRuleError``."""
         TenantMapper.from_rules(text)
@@ -152,6 +166,7 @@ class QuotaStoreSync:
             )
             self._store_version = self.store.data_version()
         log.info(kv("tenant_rules_changed", rules=text, principal=principal))
+        self._rules_stored = text is not None
         self._use_rules(text if text is not None else self.settings.tenant_mapping_rules)
 
     def set_exempt_principals(self, principals: list[str] | None, principal: str) -> None:
@@ -163,6 +178,7 @@ class QuotaStoreSync:
             )
             self._store_version = self.store.data_version()
         log.info(kv("exempt_principals_changed", principals=text, principal=principal))
+        self._exempt_stored = principals is not None
         if principals is None:
             principals = sorted(self.settings.exempt_principals or ())
         self._use_exempt(principals)
