@@ -55,7 +55,8 @@ DECODED_REQUESTS: Final = (
     api_keys.DELETE_TOPICS,
     api_keys.SASL_AUTHENTICATE,
     api_keys.CREATE_PARTITIONS,
-    44,  # IncrementalAlterConfigs (topic bytes-in thresholds)
+    api_keys.DESCRIBE_CONFIGS,  # the gateway's own configs listed
+    api_keys.INCREMENTAL_ALTER_CONFIGS,  # thresholds, tenant rules, exempt principals
     api_keys.DESCRIBE_CLIENT_QUOTAS,
     api_keys.ALTER_CLIENT_QUOTAS,
 )
