@@ -22,15 +22,18 @@ def with_options(
 ) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """The command with ``group``'s options after its own; ``into`` names the parameter of the
     command that receives ``group(...)``."""
-    group_parameters = list(inspect.signature(group, eval_str=True).parameters.values())
+    # Keyword-only: they follow whatever the command declares (typer passes all by keyword).
+    group_parameters = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in inspect.signature(group, eval_str=True).parameters.values()
+    ]
     group_names = {p.name for p in group_parameters}
 
     def add(command: Callable[..., R]) -> Callable[..., R]:
-        own = [
-            p
-            for p in inspect.signature(command, eval_str=True).parameters.values()
-            if p.name != into
-        ]
+        declared = inspect.signature(command, eval_str=True).parameters
+        if into is not None and into not in declared:
+            raise TypeError(f"{command.__name__} has no parameter {into!r} to receive the group")
+        own = [p for p in declared.values() if p.name != into]
         clash = group_names & {p.name for p in own}
         if clash:
             raise TypeError(f"{command.__name__} declares {sorted(clash)} already")
