@@ -44,6 +44,7 @@ from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.backends import StoreSettings, open_credentials
 from quotagate.store.quotas import Change
 from quotagate.top.model import Row, Scrape, parse
+from support.clients import scram_config
 from support.greedy import assert_held, measured_rate, race, usage_rows
 
 pytestmark = pytest.mark.integration
@@ -59,13 +60,7 @@ runner = CliRunner()
 
 
 def _sasl(bootstrap: str, user: str) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-256",
-        "sasl.username": user,
-        "sasl.password": PASSWORD,
-    }
+    return scram_config(bootstrap, user, PASSWORD)
 
 
 def _sasl_gateway(start_quota_gateway: Any, upstream: str, tmp_path: Path, **quotas: Any) -> Any:

@@ -28,7 +28,7 @@ from quotagate.gateway.embedded import TansuBroker
 from quotagate.protocol import api_keys
 from quotagate.store.backends import StoreSettings, open_credentials, open_quota_store
 from quotagate.store.quotas import TENANT_MAPPING_RULES_SETTING, Change
-from support.clients import new_topic
+from support.clients import new_topic, scram_config
 from support.greedy import MEASURE_S, race
 from support.instances import Instance
 
@@ -66,13 +66,7 @@ def _tenant_store(upstream: str) -> str:
 
 
 def _sasl(bootstrap: str, user: str) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-256",
-        "sasl.username": user,
-        "sasl.password": PASSWORD,
-    }
+    return scram_config(bootstrap, user, PASSWORD)
 
 
 def _tenant_rate(usage: Path, start: float) -> tuple[float, int]:

@@ -9,6 +9,9 @@ connections, docs/quotas.md), as tests/quota/test_fleet_faults.py does for one c
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Final
+
 import pytest
 
 from quotagate.quota import QuotaManagers, RequestFacts, TopicBytesInQuota, admit, classify
@@ -20,6 +23,7 @@ from support.fleet_sim import QUOTA, T0, run_fleet
 WORKERS, CONNECTIONS = 4, 20
 DURATION_MS = 90_000
 MEASURED = (20_000, DURATION_MS)
+_TIMING: Final = {"silence_ms": 300, "forget_ms": 11_000, "now_ms": T0}
 
 
 @pytest.fixture(scope="module")
@@ -50,41 +54,57 @@ def test_a_partitioned_fleet_fails_closed_for_a_tenant(one_process: float) -> No
 
 
 def test_a_report_carries_the_tenant_level_and_a_peer_records_it() -> None:
-    sender, receiver = QuotaManagers.create(), QuotaManagers.create()
-    for managers in (sender, receiver):
-        managers.update_quota({"tenant": "team"}, "producer_byte_rate", QUOTA)
-    topics = TopicBytesInQuota(None, T0)
-    timing = {"silence_ms": 300, "forget_ms": 11_000, "now_ms": T0}
-    ledger = FleetLedger("gw/0", f"{T0}-a", shared_quotas(sender, topics), **timing)
-    peer = FleetLedger("gw/1", f"{T0}-b", shared_quotas(receiver, topics), **timing)
+    sender, receiver = _two_gateways({"tenant": "team"})
     facts = RequestFacts(classify(0, 9, acks=1), "alice", "c", 0, 9, T0, 1_200_000, tenant="team")
-    admit(sender, facts)
-    report = ledger.report(T0 + 100)
+    admit(sender.managers, facts)
+    report = _heard(sender, receiver, T0 + 100)
     assert [(e.key, e.cumulative) for e in report.usage[TENANT_PRODUCE]] == [
         (("team", ""), 1_200_000)
     ]
-    peer.absorb(FleetReport.decode(report.encode(), peer.key_arity), T0 + 100)
     # The peer's tenant is now over its quota: its next request of the tenant is throttled.
     later = RequestFacts(classify(0, 9, acks=1), "bob", "d", 0, 9, T0 + 100, 60_000, tenant="team")
-    assert admit(receiver, later).throttle_ms > 0
-    alone = QuotaManagers.create()
-    alone.update_quota({"tenant": "team"}, "producer_byte_rate", QUOTA)
+    assert admit(receiver.managers, later).throttle_ms > 0
+    alone = _managers({"tenant": "team"})
     assert admit(alone, later).throttle_ms == 0  # the same request, no peer heard: passes
 
 
 def test_a_client_id_prefix_is_held_across_the_fleet_too() -> None:
     """A prefix's sensor is a sharing key of the client level (``bar-*``): it travels as
     every client key does, and a peer's usage by one matching client id slows another."""
-    sender, receiver = QuotaManagers.create(), QuotaManagers.create()
-    for managers in (sender, receiver):
-        managers.update_quota({"client-id-prefix": "bar-"}, "producer_byte_rate", QUOTA)
-    topics = TopicBytesInQuota(None, T0)
-    timing = {"silence_ms": 300, "forget_ms": 11_000, "now_ms": T0}
-    ledger = FleetLedger("gw/0", f"{T0}-a", shared_quotas(sender, topics), **timing)
-    peer = FleetLedger("gw/1", f"{T0}-b", shared_quotas(receiver, topics), **timing)
-    admit(sender, RequestFacts(classify(0, 9, acks=1), "", "bar-1", 0, 9, T0, 1_200_000))
-    report = ledger.report(T0 + 100)
+    sender, receiver = _two_gateways({"client-id-prefix": "bar-"})
+    admit(sender.managers, RequestFacts(classify(0, 9, acks=1), "", "bar-1", 0, 9, T0, 1_200_000))
+    report = _heard(sender, receiver, T0 + 100)
     assert [e.key for e in report.usage["produce"]] == [("", "bar-*")]
-    peer.absorb(FleetReport.decode(report.encode(), peer.key_arity), T0 + 100)
     later = RequestFacts(classify(0, 9, acks=1), "", "bar-2", 0, 9, T0 + 100, 60_000)
-    assert admit(receiver, later).throttle_ms > 0
+    assert admit(receiver.managers, later).throttle_ms > 0
+
+
+@dataclass(frozen=True)
+class _Gateway:
+    managers: QuotaManagers
+    ledger: FleetLedger
+
+
+def _two_gateways(entity: dict[str, str]) -> tuple[_Gateway, _Gateway]:
+    """Two gateways of one fleet, each with the same producer quota on ``entity``."""
+    topics = TopicBytesInQuota(None, T0)
+    gateways = []
+    for instance, incarnation in (("gw/0", "a"), ("gw/1", "b")):
+        managers = _managers(entity)
+        shared = shared_quotas(managers, topics)
+        ledger = FleetLedger(instance, f"{T0}-{incarnation}", shared, **_TIMING)
+        gateways.append(_Gateway(managers, ledger))
+    return gateways[0], gateways[1]
+
+
+def _managers(entity: dict[str, str]) -> QuotaManagers:
+    managers = QuotaManagers.create()
+    managers.update_quota(entity, "producer_byte_rate", QUOTA)
+    return managers
+
+
+def _heard(sender: _Gateway, receiver: _Gateway, now_ms: int) -> FleetReport:
+    """The sender's report, as the receiver absorbed it off the wire."""
+    report = sender.ledger.report(now_ms)
+    receiver.ledger.absorb(FleetReport.decode(report.encode(), receiver.ledger.key_arity), now_ms)
+    return report

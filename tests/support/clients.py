@@ -34,6 +34,17 @@ WaitFor = Callable[..., Any]
 """The ``wait_for`` fixture (tests/conftest.py)."""
 
 
+def scram_config(bootstrap: str, user: str, password: str) -> dict[str, Any]:
+    """A client's configuration for SASL/SCRAM-SHA-256 without TLS."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": user,
+        "sasl.password": password,
+    }
+
+
 def new_topic(config: dict[str, Any], prefix: str) -> str:
     """A fresh one-partition topic, created with confluent-kafka's admin client on ``config``."""
     topic = f"{prefix}-{uuid.uuid4().hex[:8]}"

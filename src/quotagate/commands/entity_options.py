@@ -5,15 +5,19 @@ entity of two parts: each ``--entity-type`` pairs with the ``--entity-name`` or
 ``--entity-default`` that follows it. The options are declared to click so that ``--help``
 shows them, but click collects repeated options into separate lists and loses how they
 interleave; :class:`EntityCommand` therefore keeps the raw arguments and the pairs are read
-from them, in order.
+from them, in order. :func:`entity_command` declares the options and that class together, once
+for every command that names entities.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Final
 
 import typer
 from typer.core import TyperCommand
+
+from quotagate.commands.option_group import with_options
 
 ENTITY_TYPES: Final = {
     "users": "user",
@@ -62,6 +66,28 @@ EntityDefault = Annotated[
         rich_help_panel="Entity (as kafka-configs)",
     ),
 ]
+
+
+def entity_options(
+    entity_type: EntityType = None,
+    entity_name: EntityName = None,
+    entity_default: EntityDefault = 0,
+) -> None:
+    """Declared so that click accepts the options and --help shows them; their values are
+    not used (click's lists lose the order), :func:`entity_pairs` reads the pairs."""
+
+
+def entity_command(
+    app: typer.Typer, name: str | None = None, *, epilog: str | None = None
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Registers a command that takes the entity options after its own; it reads them with
+    :func:`entity_pairs` from its ``ctx: typer.Context``."""
+
+    def register(command: Callable[..., None]) -> Callable[..., None]:
+        app.command(name, cls=EntityCommand, epilog=epilog)(with_options(entity_options)(command))
+        return command
+
+    return register
 
 
 class EntityArgsError(ValueError):

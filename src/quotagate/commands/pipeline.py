@@ -3,13 +3,17 @@ report, all). Spark and pandas are imported only when a stage runs, so ``--help`
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+
+from quotagate.commands.option_group import with_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -21,6 +25,7 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 T = TypeVar("T")
+P = ParamSpec("P")
 _console = Console(stderr=True)
 
 MASTER = typer.Option("local[*]", "--master", help="Spark master URL.")
@@ -29,37 +34,57 @@ PARTITIONS = typer.Option(4, "--shuffle-partitions", min=1, help="spark.sql.shuf
 QUIET = typer.Option(False, "--quiet", help="No progress bars.")
 
 
-def _runner(master: str, driver_memory: str, partitions: int, quiet: bool) -> StageRunner:
-    from quotagate.pipeline.runner import SparkOptions, StageRunner  # noqa: PLC0415
+@dataclass(frozen=True, slots=True)
+class _Spark:
+    """What the Spark options of a stage command say (:func:`_spark_options`)."""
 
-    return StageRunner(SparkOptions(master, driver_memory, partitions, not quiet), _console)
+    master: str
+    driver_memory: str
+    partitions: int
+    quiet: bool
+
+    def runner(self) -> StageRunner:
+        from quotagate.pipeline.runner import SparkOptions, StageRunner  # noqa: PLC0415
+
+        options = SparkOptions(self.master, self.driver_memory, self.partitions, not self.quiet)
+        return StageRunner(options, _console)
+
+    def run(self, description: str, stage: Callable[[SparkSession], T]) -> T:
+        """One stage on its own SparkSession, stopped afterwards even when the stage fails."""
+        runner = self.runner()
+        try:
+            return runner.run(description, stage)
+        finally:
+            runner.stop()
 
 
-def _run_stage(
-    description: str,
-    stage: Callable[[SparkSession], T],
-    master: str,
-    driver_memory: str,
-    partitions: int,
-    quiet: bool,
-) -> T:
-    """One stage on its own SparkSession, stopped afterwards even when the stage fails."""
-    runner = _runner(master, driver_memory, partitions, quiet)
-    try:
-        return runner.run(description, stage)
-    finally:
-        runner.stop()
+def _spark_options(
+    master: str = MASTER,
+    driver_memory: str = DRIVER_MEMORY,
+    partitions: int = PARTITIONS,
+    quiet: bool = QUIET,
+) -> _Spark:
+    """The options every command that starts Spark takes, after its own."""
+    return _Spark(master, driver_memory, partitions, quiet)
 
 
-def _guarded(body: Callable[[], T]) -> T:
-    """Run a command body; user-fixable problems end with one red line and exit code 2."""
-    from quotagate.pipeline.errors import PipelineError  # noqa: PLC0415
+_with_spark = with_options(_spark_options, into="spark")
 
-    try:
-        return body()
-    except PipelineError as exc:
-        _console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
-        raise typer.Exit(2) from None
+
+def _guarded(command: Callable[P, None]) -> Callable[P, None]:
+    """The command; user-fixable problems end it with one red line and exit code 2."""
+
+    @functools.wraps(command)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> None:
+        from quotagate.pipeline.errors import PipelineError  # noqa: PLC0415
+
+        try:
+            command(*args, **kwargs)
+        except PipelineError as exc:
+            _console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return guarded
 
 
 def _show(title: str, facts: dict[str, Any]) -> None:
@@ -70,6 +95,8 @@ def _show(title: str, facts: dict[str, Any]) -> None:
 
 
 @app.command()
+@_with_spark
+@_guarded
 def generate(
     out: Annotated[Path, typer.Argument(help="Output directory (usage/date=…/hour=… Parquet).")],
     events: int = typer.Option(1_000_000, "--events", min=1, help="Number of events."),
@@ -77,39 +104,27 @@ def generate(
     users: int = typer.Option(40, "--users", min=1, help="Number of principals."),
     start: str = typer.Option("2024-01-01T00:00:00", "--start", help="UTC start time."),
     duration_s: int = typer.Option(86_400, "--duration-s", min=60, help="Time span in seconds."),
-    master: str = MASTER,
-    driver_memory: str = DRIVER_MEMORY,
-    partitions: int = PARTITIONS,
-    quiet: bool = QUIET,
+    *,
+    spark: _Spark,
 ) -> None:
     """Synthetic usage events: heavy-tailed clients, bursts, a daily cycle, admin storms."""
     from quotagate.pipeline.generate import GenerateOptions  # noqa: PLC0415
     from quotagate.pipeline.generate import generate as run  # noqa: PLC0415
 
-    def body() -> None:
-        options = GenerateOptions(events, seed, users, _epoch_ms(start), duration_s)
-        written = _run_stage(
-            "generate",
-            lambda spark: run(spark, options, out),
-            master,
-            driver_memory,
-            partitions,
-            quiet,
-        )
-        _show("generated", {"events": written, "out": out})
-
-    _guarded(body)
+    options = GenerateOptions(events, seed, users, _epoch_ms(start), duration_s)
+    written = spark.run("generate", lambda session: run(session, options, out))
+    _show("generated", {"events": written, "out": out})
 
 
 @app.command()
+@_with_spark
+@_guarded
 def ingest(
     logs: Annotated[Path, typer.Argument(help="A request-log file or a directory of them.")],
     out: Annotated[Path, typer.Argument(help="Output directory for usage events.")],
     tz_offset_h: float = typer.Option(0.0, "--tz-offset-h", help="Log timestamps' UTC offset."),
-    master: str = MASTER,
-    driver_memory: str = DRIVER_MEMORY,
-    partitions: int = PARTITIONS,
-    quiet: bool = QUIET,
+    *,
+    spark: _Spark,
 ) -> None:
     """Kafka request logs (text < 2.8, KIP-673 JSON >= 2.8) to usage events."""
     from quotagate.pipeline.ingest import ingest as run  # noqa: PLC0415
@@ -117,24 +132,15 @@ def ingest(
     if not -24 < tz_offset_h < 24:
         raise typer.BadParameter("must be between -24 and 24 hours", param_hint="--tz-offset-h")
     tz = timezone(timedelta(hours=tz_offset_h))
-
-    def body() -> None:
-        report = _run_stage(
-            "ingest",
-            lambda spark: run(spark, logs, out, tz=tz),
-            master,
-            driver_memory,
-            partitions,
-            quiet,
-        )
-        _show("ingested", report)
-        for sample in report["failed_samples"][:5]:
-            _console.print(f"  [yellow]unparsed[/] {sample['reason']}: {sample['line'][:120]}")
-
-    _guarded(body)
+    report = spark.run("ingest", lambda session: run(session, logs, out, tz=tz))
+    _show("ingested", report)
+    for sample in report["failed_samples"][:5]:
+        _console.print(f"  [yellow]unparsed[/] {sample['reason']}: {sample['line'][:120]}")
 
 
 @app.command()
+@_with_spark
+@_guarded
 def rollup(
     events: Annotated[Path, typer.Argument(help="Usage-event directory.")],
     out: Annotated[Path, typer.Argument(help="Output directory for the rollup tables.")],
@@ -144,10 +150,8 @@ def rollup(
     level: str = typer.Option(
         "user", "--level", help="Without --quotas: user, client-id or 'user,client-id'."
     ),
-    master: str = MASTER,
-    driver_memory: str = DRIVER_MEMORY,
-    partitions: int = PARTITIONS,
-    quiet: bool = QUIET,
+    *,
+    spark: _Spark,
 ) -> None:
     """Usage per sharing key and topic per quota window, with percentiles per entity."""
     from quotagate.pipeline.events import check_usage_dataset  # noqa: PLC0415
@@ -155,24 +159,18 @@ def rollup(
     from quotagate.pipeline.quotas import read_quota_text  # noqa: PLC0415
     from quotagate.pipeline.rollup import rollup as run  # noqa: PLC0415
 
-    def body() -> None:
-        check_level(level)  # before Spark starts: bad input fails in a second
-        check_usage_dataset(events)
-        text = read_quota_text(quotas) if quotas else None
-        summary = _run_stage(
-            "rollup",
-            lambda spark: run(spark, events, out, quota_text=text, level=level),
-            master,
-            driver_memory,
-            partitions,
-            quiet,
-        )
-        _show("rolled up", summary)
-
-    _guarded(body)
+    check_level(level)  # before Spark starts: bad input fails in a second
+    check_usage_dataset(events)
+    text = read_quota_text(quotas) if quotas else None
+    summary = spark.run(
+        "rollup", lambda session: run(session, events, out, quota_text=text, level=level)
+    )
+    _show("rolled up", summary)
 
 
 @app.command()
+@_with_spark
+@_guarded
 def replay(
     events: Annotated[Path, typer.Argument(help="Usage-event directory.")],
     quotas: Annotated[Path, typer.Argument(help="Candidate quota file.")],
@@ -180,33 +178,25 @@ def replay(
     closed_loop: bool = typer.Option(
         False, "--closed-loop", help="Throttled clients' later requests shift by the throttle."
     ),
-    master: str = MASTER,
-    driver_memory: str = DRIVER_MEMORY,
-    partitions: int = PARTITIONS,
-    quiet: bool = QUIET,
+    *,
+    spark: _Spark,
 ) -> None:
     """What the candidate quotas would have done to the recorded traffic."""
     from quotagate.pipeline.events import check_usage_dataset  # noqa: PLC0415
     from quotagate.pipeline.quotas import read_quota_text  # noqa: PLC0415
     from quotagate.pipeline.replay import replay as run  # noqa: PLC0415
 
-    def body() -> None:
-        check_usage_dataset(events)
-        text = read_quota_text(quotas)
-        summary = _run_stage(
-            "replay",
-            lambda spark: run(spark, events, text, out, closed_loop=closed_loop),
-            master,
-            driver_memory,
-            partitions,
-            quiet,
-        )
-        _show("replayed", summary)
-
-    _guarded(body)
+    check_usage_dataset(events)
+    text = read_quota_text(quotas)
+    summary = spark.run(
+        "replay", lambda session: run(session, events, text, out, closed_loop=closed_loop)
+    )
+    _show("replayed", summary)
 
 
 @app.command()
+@_with_spark
+@_guarded
 def recommend(
     rollup_dir: Annotated[Path, typer.Argument(help="Rollup output directory.")],
     out: Annotated[
@@ -218,31 +208,20 @@ def recommend(
         60, "--max-window-num", min=1, help="Cap on controller.quota.window.num."
     ),
     no_default: bool = typer.Option(False, "--no-default", help="Omit the default entity."),
-    master: str = MASTER,
-    driver_memory: str = DRIVER_MEMORY,
-    partitions: int = PARTITIONS,
-    quiet: bool = QUIET,
+    *,
+    spark: _Spark,
 ) -> None:
     """Quota values (and KIP-599 rate and burst) from observed usage, with headroom."""
     from quotagate.pipeline.recommend import RecommendOptions  # noqa: PLC0415
     from quotagate.pipeline.recommend import recommend as run  # noqa: PLC0415
 
-    def body() -> None:
-        options = RecommendOptions(percentile, headroom, max_window_num, not no_default)
-        summary = _run_stage(
-            "recommend",
-            lambda spark: run(spark, rollup_dir, out, options),
-            master,
-            driver_memory,
-            partitions,
-            quiet,
-        )
-        _show("recommended", summary)
-
-    _guarded(body)
+    options = RecommendOptions(percentile, headroom, max_window_num, not no_default)
+    summary = spark.run("recommend", lambda session: run(session, rollup_dir, out, options))
+    _show("recommended", summary)
 
 
 @app.command()
+@_guarded
 def report(
     rollup_dir: Annotated[Path, typer.Argument(help="Rollup output directory.")],
     out: Annotated[Path, typer.Argument(help="HTML file to write.")],
@@ -260,14 +239,13 @@ def report(
     from quotagate.pipeline.report import ReportInputs  # noqa: PLC0415
     from quotagate.pipeline.report import report as run  # noqa: PLC0415
 
-    def body() -> None:
-        inputs = ReportInputs(rollup_dir, replay_dir, recommendation, ingest_report)
-        _show("report written", {"file": run(inputs, out)})
-
-    _guarded(body)
+    inputs = ReportInputs(rollup_dir, replay_dir, recommendation, ingest_report)
+    _show("report written", {"file": run(inputs, out)})
 
 
 @app.command(name="all")
+@_with_spark
+@_guarded
 def run_all(
     out: Annotated[Path, typer.Argument(help="Output directory for every stage.")],
     events: Annotated[Path | None, typer.Option("--events", help="Usage-event directory.")] = None,
@@ -281,24 +259,19 @@ def run_all(
     closed_loop: bool = typer.Option(False, "--closed-loop", help="Closed-loop replay."),
     percentile: float = typer.Option(99.0, "--percentile"),
     headroom: float = typer.Option(1.5, "--headroom"),
-    master: str = MASTER,
-    driver_memory: str = DRIVER_MEMORY,
-    partitions: int = PARTITIONS,
-    quiet: bool = QUIET,
+    *,
+    spark: _Spark,
 ) -> None:
     """ingest (with --logs) → rollup → recommend → replay → report, into OUT."""
     from quotagate.pipeline.all_stages import AllOptions, run_all_stages  # noqa: PLC0415
 
-    def body() -> None:
-        options = AllOptions(events, logs, quotas, closed_loop, percentile, headroom)
-        runner = _runner(master, driver_memory, partitions, quiet)
-        try:
-            html = run_all_stages(runner, options, out)
-        finally:
-            runner.stop()
-        _show("pipeline done", {"report": html})
-
-    _guarded(body)
+    options = AllOptions(events, logs, quotas, closed_loop, percentile, headroom)
+    runner = spark.runner()  # one session for every stage
+    try:
+        html = run_all_stages(runner, options, out)
+    finally:
+        runner.stop()
+    _show("pipeline done", {"report": html})
 
 
 def _epoch_ms(text: str) -> int:

@@ -21,13 +21,7 @@ import typer
 
 from quotagate.client.quotas import ClientQuotaEntity
 from quotagate.commands import exit_codes
-from quotagate.commands.entity_options import (
-    EntityDefault,
-    EntityName,
-    EntityType,
-    entity_pairs,
-    matches,
-)
+from quotagate.commands.entity_options import entity_pairs, matches
 from quotagate.commands.users import resolve_store
 from quotagate.store.backends import StoreError
 from quotagate.store.history import client_quota_history, setting_history
@@ -76,9 +70,6 @@ def parse_since(text: str, now_ms: int) -> int:
 
 def history(
     ctx: typer.Context,
-    entity_type: EntityType = None,
-    entity_name: EntityName = None,
-    entity_default: EntityDefault = 0,
     since: Since = None,
     output: Annotated[
         str, typer.Option("--output", "-o", help="text or json (one object per change).")

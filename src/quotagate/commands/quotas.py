@@ -23,14 +23,7 @@ from quotagate.client.quotas import ClientQuotaAlteration, ClientQuotaEntity
 from quotagate.client.sync import SyncAdminClient
 from quotagate.commands import exit_codes
 from quotagate.commands.command_config import CommandConfig, admin_config
-from quotagate.commands.entity_options import (
-    EntityCommand,
-    EntityDefault,
-    EntityName,
-    EntityType,
-    entity_pairs,
-    matches,
-)
+from quotagate.commands.entity_options import entity_command, entity_pairs, matches
 from quotagate.commands.quota_history import history
 from quotagate.commands.quota_plan import EntityPlan, plan, summary
 from quotagate.quota import ClientQuotaFilter, FilterComponent
@@ -150,13 +143,10 @@ def _fail(error: KafkaError) -> typer.Exit:
     return exit_
 
 
-@app.command(cls=EntityCommand, epilog=_EPILOG)
+@entity_command(app, epilog=_EPILOG)
 def describe(
     ctx: typer.Context,
     bootstrap_server: Bootstrap,
-    entity_type: EntityType = None,
-    entity_name: EntityName = None,
-    entity_default: EntityDefault = 0,
     output: OutputOption = Output.text,
     command_config: CommandConfig = None,
     timeout_ms: TimeoutMs = None,
@@ -179,13 +169,10 @@ def describe(
     _print_values(values, output)
 
 
-@app.command(cls=EntityCommand, epilog=_EPILOG)
+@entity_command(app, epilog=_EPILOG)
 def alter(
     ctx: typer.Context,
     bootstrap_server: Bootstrap,
-    entity_type: EntityType = None,
-    entity_name: EntityName = None,
-    entity_default: EntityDefault = 0,
     add_config: Annotated[
         str | None,
         typer.Option("--add-config", help="k=v,k2=v2 to set, e.g. producer_byte_rate=1048576."),
@@ -225,13 +212,10 @@ def alter(
     _alter(_config(bootstrap_server, command_config, timeout_ms), [alteration], validate_only)
 
 
-@app.command(cls=EntityCommand, epilog=_EPILOG)
+@entity_command(app, epilog=_EPILOG)
 def promote(
     ctx: typer.Context,
     bootstrap_server: Bootstrap,
-    entity_type: EntityType = None,
-    entity_name: EntityName = None,
-    entity_default: EntityDefault = 0,
     command_config: CommandConfig = None,
     timeout_ms: TimeoutMs = None,
 ) -> None:
@@ -274,14 +258,11 @@ def _one_entity(ctx: typer.Context) -> list[tuple[str, str | None]]:
     return pairs
 
 
-@app.command(cls=EntityCommand, epilog=_EPILOG)
+@entity_command(app, epilog=_EPILOG)
 def apply(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Quota file (TOML).")],
     bootstrap_server: Bootstrap,
-    entity_type: EntityType = None,
-    entity_name: EntityName = None,
-    entity_default: EntityDefault = 0,
     show_plan: Annotated[
         bool,
         typer.Option(
@@ -443,4 +424,4 @@ def _alter(
 
 
 # Registered last so that --help lists it after describe, alter and apply.
-app.command("history", cls=EntityCommand, epilog=exit_codes.HELP)(history)
+entity_command(app, "history", epilog=exit_codes.HELP)(history)

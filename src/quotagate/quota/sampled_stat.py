@@ -231,20 +231,6 @@ class WindowedSum(SampledStat):
     def __init__(self) -> None:
         super().__init__(0.0)
 
-    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
-        # The base record with the update inlined: this runs on every produce and fetch.
-        samples = self.samples
-        if not samples:
-            self._append(now_ms)
-        sample = samples[self._current]
-        if now_ms - sample.start >= config.time_window_ms or sample.count >= config.event_window:
-            sample = samples[self._advance(config, now_ms)]
-        sample.value += value
-        sample.count += 1
-        sample.last = now_ms
-        if now_ms < self._last_floor:  # noqa: PLR1730 - as in the base record
-            self._last_floor = now_ms
-
     def _update(self, current: float, value: float) -> float:
         return current + value
 
@@ -256,9 +242,6 @@ class WindowedCount(WindowedSum):
     """Counts events; the recorded value is ignored."""
 
     __slots__ = ()
-
-    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
-        SampledStat.record(self, config, value, now_ms)  # not WindowedSum's: it adds the value
 
     def _update(self, current: float, value: float) -> float:
         return current + 1.0
