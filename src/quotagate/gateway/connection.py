@@ -428,14 +428,21 @@ class ClientConnection(asyncio.Protocol):
         api = exchange.api_metrics = self._services.metrics.api(key)
         api.requests += 1
         api.request_bytes += len(frame)
-        if (
-            authenticator is not None
-            and key != api_keys.API_VERSIONS
-            and (self.info.principal is None or key in _SASL_KEYS)
-        ):
-            result = authenticator.handle(key, header.api_version, header.correlation_id, frame[4:])
-            self._apply_auth(exchange, result)
-            return
+        if authenticator is not None and key != api_keys.API_VERSIONS:
+            if self.info.principal is None or key in _SASL_KEYS or authenticator.reauthenticating:
+                result = authenticator.handle(
+                    key, header.api_version, header.correlation_id, frame[4:]
+                )
+                self._apply_auth(exchange, result)
+                return
+            if authenticator.session_expired():
+                # KIP-368: Kafka's broker disconnects an expired session on its next request.
+                self.close(
+                    f"SASL session expired: api_key={key} without re-authentication "
+                    f"(connections.max.reauth.ms = {self._listener.connections_max_reauth_ms})",
+                    logging.WARNING,
+                )
+                return
         inspector = self._inspector
         if (
             inspector is not None
