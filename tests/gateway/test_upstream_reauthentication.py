@@ -4,7 +4,9 @@ terminate mode in front of tansu whose SASL listener sets ``connections.max.reau
 
 (a) A confluent-kafka producer and consumer run through the gateway for 8 s: no connection is
 closed anywhere (no reconnect), every message comes back once and in order, and the gateway's
-upstream connections re-authenticated several times meanwhile (the decider logs each one).
+upstream connections re-authenticated several times meanwhile (the decider logs each one);
+with SCRAM-SHA-512, and with OAUTHBEARER client credentials against a decider validating the
+tokens (KIP-768, the test's identity provider).
 (b) A client that authenticates once and keeps sending is closed by the decider once its
 session expired, with its log line. (c) A re-authentication as another principal is refused and
 closes the connection.
@@ -29,13 +31,17 @@ from kio.schema.metadata import v12 as metadata_v12
 from kio.schema.sasl_authenticate import v2 as authenticate_v2
 from kio.schema.sasl_handshake import v1 as handshake_v1
 
+from quotagate.gateway.auth.jwks import JwksCache
+from quotagate.gateway.auth.oauthbearer import JwksTokenValidator
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
 from quotagate.protocol import codec
+from quotagate.security.oauthbearer import TokenRules
 from support import raw_socket
 from support.clients import new_topic
+from support.oauth import AUDIENCE, ISSUER, IdentityProvider
 from support.sasl_users import sasl_users
 
 pytestmark = pytest.mark.integration
@@ -45,6 +51,7 @@ RUN_S = 8.0
 GATEWAY_USER, GATEWAY_PASSWORD = "gateway", "Gw-reauth-secret"
 OTHER_USER, OTHER_PASSWORD = "other", "Other-reauth-secret"
 LISTENER = "SASL_PLAINTEXT"
+OAUTH_CLIENT, OAUTH_SECRET = "quotagate-gw", "gateway-oidc-reauth-S3cret"
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +70,55 @@ def decider(
             listener={"connections_max_reauth_ms": MAX_REAUTH_MS},
             authenticator_factory=factory,
         )
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[IdentityProvider]:
+    with IdentityProvider().serving() as served:
+        served.clients[OAUTH_CLIENT] = OAUTH_SECRET
+        yield served
+
+
+@pytest.fixture(scope="module")
+def oauth_decider(
+    tmp_path_factory: pytest.TempPathFactory,
+    start_module_gateway: Callable[..., BackgroundGateway],
+    tansu: TansuBroker,
+    provider: IdentityProvider,
+) -> Iterator[BackgroundGateway]:
+    """OAUTHBEARER only, tokens validated against the provider's JWKS."""
+    keys = JwksCache(provider.jwks_url)
+    keys.load()
+    rules = TokenRules(expected_audience=(AUDIENCE,), expected_issuer=ISSUER)
+    path: Path = tmp_path_factory.mktemp("reauth-oauth") / "users.db"
+    with sasl_users(path, {}) as store:
+        factory = SaslAuthenticatorFactory(
+            store,
+            ("OAUTHBEARER",),
+            listener_tokens={LISTENER: JwksTokenValidator(keys, rules)},
+            listener_max_reauth_ms={LISTENER: MAX_REAUTH_MS},
+        )
+        yield start_module_gateway(
+            tansu.bootstrap,
+            security_protocol=LISTENER,
+            listener={
+                **provider.validating_listener(),
+                "connections_max_reauth_ms": MAX_REAUTH_MS,
+            },
+            authenticator_factory=factory,
+        )
+
+
+def oauth_upstream(provider: IdentityProvider) -> UpstreamSecurity:
+    return parse_upstream_security(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.token.endpoint.url": provider.token_url,
+            "sasl.oauthbearer.client.id": OAUTH_CLIENT,
+            "sasl.oauthbearer.client.secret": OAUTH_SECRET,
+        }
+    )
 
 
 def scram_upstream() -> UpstreamSecurity:
@@ -122,13 +178,22 @@ def produce_and_consume_for(
     return sent, lines
 
 
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "OAUTHBEARER"])
 def test_a_client_keeps_its_connection_while_the_upstream_one_reauthenticates(
-    decider: BackgroundGateway,
+    request: pytest.FixtureRequest,
     start_gateway: Callable[..., BackgroundGateway],
     caplog: pytest.LogCaptureFixture,
+    mechanism: str,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="quotagate")
-    gateway = start_gateway(str(decider.bootstrap), upstream_security=scram_upstream())
+    if mechanism == "OAUTHBEARER":
+        provider: IdentityProvider = request.getfixturevalue("provider")
+        decider: BackgroundGateway = request.getfixturevalue("oauth_decider")
+        security, principal, secret = oauth_upstream(provider), OAUTH_CLIENT, OAUTH_SECRET
+    else:
+        decider = request.getfixturevalue("decider")
+        security, principal, secret = scram_upstream(), GATEWAY_USER, GATEWAY_PASSWORD
+    gateway = start_gateway(str(decider.bootstrap), upstream_security=security)
     config = {"bootstrap.servers": str(gateway.bootstrap)}
     topic = new_topic(config, "reauth")
     caplog.clear()
@@ -149,10 +214,12 @@ def test_a_client_keeps_its_connection_while_the_upstream_one_reauthenticates(
     decided = [
         line
         for line in messages(caplog, "quotagate.gateway.auth.sasl")
-        if f"re-authenticated as User:{GATEWAY_USER} via SCRAM-SHA-512" in line
+        if f"re-authenticated as User:{principal} via {mechanism}" in line
     ]
     assert len(decided) >= sum(renewed.values()) >= 3
-    assert GATEWAY_PASSWORD not in caplog.text
+    assert secret not in caplog.text
+    if mechanism == "OAUTHBEARER":
+        provider.assert_not_logged(caplog.text)
 
 
 # ---- raw connections to the decider ----------------------------------------------------------
