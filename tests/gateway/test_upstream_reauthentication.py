@@ -222,6 +222,30 @@ def test_a_client_keeps_its_connection_while_the_upstream_one_reauthenticates(
         provider.assert_not_logged(caplog.text)
 
 
+def test_librdkafka_reauthenticates_with_the_terminating_gateway(
+    decider: BackgroundGateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The terminate side with a real KIP-368 client: librdkafka (2.2.0 and later) renews its
+    sessions itself, and keeps its connections."""
+    caplog.set_level(logging.DEBUG, logger="quotagate")
+    config = {
+        "bootstrap.servers": str(decider.bootstrap),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": GATEWAY_USER,
+        "sasl.password": GATEWAY_PASSWORD,
+    }
+    topic = new_topic(config, "reauth-direct")
+    caplog.clear()
+
+    _, lines = produce_and_consume_for(config, topic, RUN_S / 2, caplog)
+
+    closed = [line for line in lines if "connection_closed" in line or "expired" in line]
+    assert not closed, closed
+    renewed = [line for line in lines if "re-authenticated as User:gateway via SCRAM" in line]
+    assert len(renewed) >= 2, renewed
+
+
 # ---- raw connections to the decider ----------------------------------------------------------
 
 METADATA = metadata_v12.MetadataRequest(
