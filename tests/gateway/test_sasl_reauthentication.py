@@ -198,3 +198,13 @@ def test_an_oauthbearer_session_ends_with_its_token(
     result, body = authenticate(auth, message, 2, 2)
     assert result.principal == "User:alice"
     assert body.session_lifetime.total_seconds() * 1000 == expected_ms
+
+
+def test_a_handshake_v0_session_expires_too(store: CredentialStore) -> None:
+    # Pre-KIP-152 clients get no lifetime (bare tokens); Kafka closes them at expiry.
+    clock = Clock()
+    auth = authenticator(store, clock)
+    handshake(auth, "PLAIN", version=0)
+    assert auth.handle_token(b"\0alice\0alice-secret").principal == "User:alice"
+    clock.now += 1.6
+    assert auth.session_expired()

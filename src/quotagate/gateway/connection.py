@@ -7,8 +7,9 @@ client sent the requests, whether they were answered upstream or locally.
 
 Reading from the client pauses for several independent reasons (KIP-219 mute, upstream
 back-pressure, upstream still connecting, too many requests in flight, the request-bytes pool
-exhausted, shutdown); it resumes only when none is left. While muted, held, at
-``queued.max.requests`` or shutting down, frames already read are not processed either.
+exhausted, shutdown, the upstream re-authenticating); it resumes only when none is left. While
+muted, held, at ``queued.max.requests``, shutting down or re-authenticating, frames already
+read are not processed either.
 
 When the upstream gives the gateway's SASL session a lifetime (KIP-368), the connection
 re-authenticates its upstream half at 85-95 % of it, as Kafka's clients do: it stops handling

@@ -177,6 +177,8 @@ class SaslAuthenticator:
         except SaslError as failure:
             # Without SaslAuthenticate headers Kafka has no way to say why: it just closes.
             return self._closed(failure.message)
+        if principal is not None:
+            self._start_session(server)  # no way to tell the client: it is closed at expiry
         return AuthResult(with_size_prefix(reply), principal=principal)
 
     def _handshake(self, version: int, correlation_id: int, frame: bytes) -> AuthResult:
