@@ -21,6 +21,8 @@ from quotagate.gateway.connection_core import (
     MUTED,
     PAUSE_READING,
     PROCESS,
+    REAUTHENTICATE,
+    REAUTHENTICATING,
     RESUME_READING,
     SHUTDOWN,
     UPSTREAM_BUSY,
@@ -226,6 +228,7 @@ def test_reading_pauses_on_the_first_reason_and_resumes_when_the_last_one_clears
         (SHUTDOWN, True),
         (HELD, True),
         (INFLIGHT_FULL, True),
+        (REAUTHENTICATING, True),
         (MEMORY, False),
         (UPSTREAM_BUSY, False),
         (CONNECTING, False),
@@ -375,3 +378,60 @@ def test_a_drain_closes_once_the_last_request_in_flight_is_written() -> None:
     _receive(core, _response(1))
     assert core.flush(0.0) == CLOSE_SHUTDOWN
     assert core.to_client == [_response(1)]
+
+
+# -- upstream re-authentication (KIP-368) --------------------------------------------------
+
+
+def test_reauthentication_with_nothing_in_flight_starts_at_once() -> None:
+    core = ConnectionCore(max_inflight=100)
+    assert core.begin_reauthentication() == PAUSE_READING | REAUTHENTICATE
+    assert not core.may_process
+    assert core.end_reauthentication() == RESUME_READING | PROCESS
+
+
+def test_reauthentication_waits_for_every_forwarded_request_then_resumes_in_order() -> None:
+    core = ConnectionCore(max_inflight=100)
+    first, second = _request(1), _request(2)
+    _forward(core, first)
+    _forward(core, second)
+    core.to_upstream.clear()
+    assert core.begin_reauthentication() == PAUSE_READING  # two answers are still due
+    assert not core.may_process
+
+    _receive(core, _response(1))
+    assert not core.flush(0.0) & REAUTHENTICATE
+    _receive(core, _response(2))
+    assert core.flush(0.0) == REAUTHENTICATE  # once, with the last answer
+    assert core.to_client == [_response(1), _response(2)]
+    assert core.flush(0.0) == 0
+    assert core.to_upstream == []  # nothing went upstream meanwhile
+
+    assert core.end_reauthentication() == RESUME_READING | PROCESS
+    third = _request(3)
+    _forward(core, third)
+    assert core.to_upstream == [third.request_frame]
+
+
+def test_a_local_answer_does_not_delay_the_reauthentication() -> None:
+    core = ConnectionCore(max_inflight=100)
+    _forward(core, _request(1))
+    _answer_locally(core, _request(2), _response(2))
+    core.begin_reauthentication()
+    _receive(core, _response(1))
+    assert core.flush(0.0) == REAUTHENTICATE
+
+
+def test_an_acks_zero_produce_does_not_hold_the_reauthentication() -> None:
+    # It gets no answer: its bytes are on the wire before the SASL exchange, in order.
+    core = ConnectionCore(max_inflight=100)
+    _forward(core, _produce(1, acks=0))
+    assert core.begin_reauthentication() & REAUTHENTICATE
+
+
+def test_reading_stays_paused_after_reauthentication_while_another_reason_holds() -> None:
+    core = ConnectionCore(max_inflight=100)
+    core.pause(MUTED)
+    assert core.begin_reauthentication() == REAUTHENTICATE  # already paused
+    assert core.end_reauthentication() == 0
+    assert core.unmute() == RESUME_READING | PROCESS

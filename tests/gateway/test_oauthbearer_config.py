@@ -101,6 +101,7 @@ def test_sub_claim_name_is_one_key_in_both_modes() -> None:
         {"sasl.oauthbearer.expected.audience": "kafka"},
         {"sasl.oauthbearer.scope.claim.name": "scp"},
         {"sasl.enabled.mechanisms": ["OAUTHBEARER"]},
+        {"connections.max.reauth.ms": 60_000},
     ],
     ids=lambda keys: next(iter(keys)),
 )
@@ -109,3 +110,27 @@ def test_terminate_keys_on_a_passthrough_listener_are_refused(keys: dict[str, An
     it on the gateway are named, not silently ignored."""
     with pytest.raises(ConfigError, match=f'{next(iter(keys))} apply only with sasl.mode = "t'):
         parse_config({"listeners": [_listener(**{"sasl.mode": "passthrough", **keys})]})
+
+
+def test_connections_max_reauth_ms_is_read_and_off_by_default() -> None:
+    reauth = {"name": "REAUTH", "listen": "127.0.0.1:19098", "connections.max.reauth.ms": 3_600_000}
+    default, set_ = parse_config({"listeners": [_listener(), _listener(**reauth)]}).listeners
+    assert (default.connections_max_reauth_ms, set_.connections_max_reauth_ms) == (0, 3_600_000)
+
+
+@pytest.mark.parametrize("protocol", ["PLAINTEXT", "SSL"])
+def test_connections_max_reauth_ms_needs_a_sasl_listener(protocol: str) -> None:
+    listener: dict[str, Any] = {
+        "listen": "127.0.0.1:19094",
+        "security.protocol": protocol,
+        "connections.max.reauth.ms": 60_000,
+    }
+    if protocol == "SSL":
+        listener |= {"ssl.certificate.location": "x.crt", "ssl.key.location": "x.key"}
+    with pytest.raises(ConfigError, match=r"connections\.max\.reauth\.ms asks SASL clients"):
+        parse_config({"listeners": [listener]})
+
+
+def test_connections_max_reauth_ms_must_not_be_negative() -> None:
+    with pytest.raises(ConfigError, match=r"connections\.max\.reauth\.ms"):
+        parse_config({"listeners": [_listener(**{"connections.max.reauth.ms": -1})]})

@@ -84,6 +84,9 @@ class ListenerConfig:
     """The token claim that names the principal, in both modes (terminate: of the validated
     token; passthrough: read from the client's token, which the upstream validates)."""
     oauthbearer_scope_claim_name: str = "scope"
+    connections_max_reauth_ms: int = 0
+    """Kafka's ``connections.max.reauth.ms`` (KIP-368): the longest session a terminated SASL
+    client gets before it must re-authenticate on its connection; 0 never asks it to."""
     max_connections: int = INT32_MAX
     """Kafka's ``listener.name.<name>.max.connections``: the acceptor waits at this many."""
     max_connection_creation_rate: int = INT32_MAX
@@ -380,13 +383,14 @@ _LISTENER_KEYS: Final[dict[str, KeySpec]] = {
     "sasl.oauthbearer.clock.skew.seconds": ("oauthbearer_clock_skew_seconds", integer(0)),
     "sasl.oauthbearer.sub.claim.name": ("oauthbearer_sub_claim_name", _str),
     "sasl.oauthbearer.scope.claim.name": ("oauthbearer_scope_claim_name", _str),
+    "connections.max.reauth.ms": ("connections_max_reauth_ms", integer(0, INT64_MAX)),
     "max.connections": ("max_connections", integer(1)),
     "max.connection.creation.rate": ("max_connection_creation_rate", integer(1)),
 }
 _TERMINATE_ONLY_KEYS: Final = frozenset(
     key
     for key in _LISTENER_KEYS
-    if key == "sasl.enabled.mechanisms"
+    if key in ("sasl.enabled.mechanisms", "connections.max.reauth.ms")
     or (key.startswith("sasl.oauthbearer.") and key != "sasl.oauthbearer.sub.claim.name")
 )
 """Listener keys a passthrough listener would ignore (the upstream decides what they say)."""
@@ -587,6 +591,15 @@ def _check_client_certificates(listener: ListenerConfig) -> None:
 
 
 def _check_sasl_mode(listener: ListenerConfig) -> None:
+    if (
+        listener.connections_max_reauth_ms
+        and listener.security_protocol not in SecurityProtocol.SASL
+    ):
+        raise ConfigError(
+            f"listener {listener.name}: connections.max.reauth.ms asks SASL clients to "
+            f"re-authenticate, but security.protocol = {listener.security_protocol!r}; set "
+            'security.protocol = "SASL_PLAINTEXT" or "SASL_SSL", or remove the key'
+        )
     if listener.sasl_mode != SASL_PASSTHROUGH:
         return
     if listener.security_protocol not in SecurityProtocol.SASL:

@@ -7,8 +7,15 @@ client sent the requests, whether they were answered upstream or locally.
 
 Reading from the client pauses for several independent reasons (KIP-219 mute, upstream
 back-pressure, upstream still connecting, too many requests in flight, the request-bytes pool
-exhausted, shutdown); it resumes only when none is left. While muted, held, at
-``queued.max.requests`` or shutting down, frames already read are not processed either.
+exhausted, shutdown, the upstream re-authenticating); it resumes only when none is left. While
+muted, held, at ``queued.max.requests``, shutting down or re-authenticating, frames already
+read are not processed either.
+
+When the upstream gives the gateway's SASL session a lifetime (KIP-368), the connection
+re-authenticates its upstream half at 85-95 % of it, as Kafka's clients do: it stops handling
+the client's requests (the core's REAUTHENTICATING pause), waits for every forwarded request's
+response, runs the SASL exchange again on the same upstream connection, and carries on with
+the requests it held back, in order. The client sees a short pause, never a reconnect.
 
 Request bytes are accounted in the gateway-wide :class:`MemoryPool`
 (``queued.max.request.bytes``): a frame's declared size is reserved when its size prefix is
@@ -43,12 +50,13 @@ from quotagate.gateway.connection_core import (
     MEMORY,
     PAUSE_READING,
     PROCESS,
+    REAUTHENTICATE,
     RESUME_READING,
     UPSTREAM_BUSY,
     ConnectionCore,
 )
 from quotagate.gateway.connection_limits import Slot
-from quotagate.gateway.control import connect_error_text, is_security_failure
+from quotagate.gateway.control import ControlChannel, connect_error_text, is_security_failure
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.upstream import (
@@ -58,6 +66,7 @@ from quotagate.gateway.upstream import (
     open_upstream,
     relay_buffer_limits,
 )
+from quotagate.gateway.upstream_sasl import authenticate, reauthentication_delay_s
 from quotagate.logs import kv
 from quotagate.protocol import api_keys, codec
 from quotagate.protocol.errors import ProtocolError
@@ -115,6 +124,11 @@ class ClientConnection(asyncio.Protocol):
         self._frame_started = 0.0  # loop time the partial frame began arriving; 0 = none
         self._mute_handle: asyncio.TimerHandle | None = None
         self._connect_task: asyncio.Task[None] | None = None
+        self._reauth_handle: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
+        self._reauth_channel: ControlChannel | None = None
+        """Takes the upstream's bytes while the upstream connection re-authenticates."""
+        self._client_blocked = False  # the client's transport is full (pause_writing)
         self._authenticator: Authenticator | None = None
         self._inspector: SaslInspector | None = None
         security = config.upstream_security
@@ -198,7 +212,7 @@ class ClientConnection(asyncio.Protocol):
     async def _connect_upstream(self) -> None:
         config = self._services.config
         try:
-            transport = await open_upstream(
+            transport, lifetime_ms = await open_upstream(
                 self._pick,
                 lambda: UpstreamLink(self),
                 self._services.health,
@@ -214,8 +228,57 @@ class ClientConnection(asyncio.Protocol):
             transport.close()
             return
         self._upstream = transport
+        self._schedule_reauthentication(lifetime_ms)
         self._resume(CONNECTING)
         self._flush()
+
+    # -- upstream re-authentication (KIP-368) ---------------------------------------------
+
+    def _schedule_reauthentication(self, lifetime_ms: int) -> None:
+        if lifetime_ms > 0 and not self._closed:
+            self._reauth_handle = self._loop.call_later(
+                reauthentication_delay_s(lifetime_ms), self._reauthentication_due
+            )
+
+    def _reauthentication_due(self) -> None:
+        self._reauth_handle = None
+        self._apply(self._core.begin_reauthentication())
+
+    async def _reauthenticate(self) -> None:
+        """Every forwarded request is answered: the SASL exchange has the connection."""
+        upstream = self._upstream
+        if upstream is None or self._closed:
+            return
+        channel = self._reauth_channel = ControlChannel.borrow(upstream)
+        started = self._loop.time()
+        # A client slow to read its responses keeps the upstream paused; the SASL answers
+        # are the gateway's own and small: read them anyway.
+        upstream.resume_reading()
+        timeout_s = self._services.config.socket_connection_setup_timeout_ms / 1000
+        try:
+            lifetime_ms = await authenticate(channel, self._upstream_security, timeout_s)
+        except (OSError, TimeoutError) as exc:
+            # An upstream that refuses the renewal will close the connection anyway: close
+            # both halves now, so the client reconnects (and authenticates afresh).
+            self.close(
+                f"upstream re-authentication failed: {connect_error_text(exc)}", logging.WARNING
+            )
+            return
+        finally:
+            self._reauth_channel = None
+            if self._client_blocked and self._upstream is not None:
+                self._upstream.pause_reading()
+        log.info(
+            kv(
+                "upstream_reauthenticated",
+                id=self.info.connection_id,
+                security=self._upstream_security.describe(),
+                took_ms=round((self._loop.time() - started) * 1000),
+                session_lifetime_ms=lifetime_ms,
+            )
+        )
+        self._schedule_reauthentication(lifetime_ms)
+        self._apply(self._core.end_reauthentication())
 
     def _connect_failed(
         self, address: HostPort, attempt: int, delay_s: float, exc: BaseException
@@ -285,6 +348,11 @@ class ClientConnection(asyncio.Protocol):
             pool.release(reserved)
         if self._connect_task is not None and not self._connect_task.done():
             self._connect_task.cancel()
+        if self._reauth_handle is not None:
+            self._reauth_handle.cancel()
+            self._reauth_handle = None
+        if self._reauth_task is not None and not self._reauth_task.done():
+            self._reauth_task.cancel()
         if self._mute_handle is not None:
             self._mute_handle.cancel()
             self._mute_handle = None
@@ -428,14 +496,21 @@ class ClientConnection(asyncio.Protocol):
         api = exchange.api_metrics = self._services.metrics.api(key)
         api.requests += 1
         api.request_bytes += len(frame)
-        if (
-            authenticator is not None
-            and key != api_keys.API_VERSIONS
-            and (self.info.principal is None or key in _SASL_KEYS)
-        ):
-            result = authenticator.handle(key, header.api_version, header.correlation_id, frame[4:])
-            self._apply_auth(exchange, result)
-            return
+        if authenticator is not None and key != api_keys.API_VERSIONS:
+            if self.info.principal is None or key in _SASL_KEYS or authenticator.reauthenticating:
+                result = authenticator.handle(
+                    key, header.api_version, header.correlation_id, frame[4:]
+                )
+                self._apply_auth(exchange, result)
+                return
+            if authenticator.session_expired():
+                # KIP-368: Kafka's broker disconnects an expired session on its next request.
+                self.close(
+                    f"SASL session expired: api_key={key} without re-authentication "
+                    f"(connections.max.reauth.ms = {self._listener.connections_max_reauth_ms})",
+                    logging.WARNING,
+                )
+                return
         inspector = self._inspector
         if (
             inspector is not None
@@ -530,6 +605,11 @@ class ClientConnection(asyncio.Protocol):
     # -- upstream → gateway ---------------------------------------------------------------
 
     def upstream_data(self, data: bytes) -> None:
+        channel = self._reauth_channel
+        if channel is not None:
+            # Nothing else is in flight: these bytes answer the SASL exchange.
+            channel.data_received(data)
+            return
         reader = self._upstream_reader
         reader.feed(data)
         try:
@@ -584,10 +664,12 @@ class ClientConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         # The client is not reading its responses: stop reading the upstream for it.
+        self._client_blocked = True
         if self._upstream is not None:
             self._upstream.pause_reading()
 
     def resume_writing(self) -> None:
+        self._client_blocked = False
         if self._upstream is not None:
             self._upstream.resume_reading()
 
@@ -649,6 +731,8 @@ class ClientConnection(asyncio.Protocol):
         if actions & CLOSE_SHUTDOWN:
             self.close("shutdown", logging.DEBUG)
             return
+        if actions & REAUTHENTICATE:
+            self._reauth_task = self._loop.create_task(self._reauthenticate())
         if actions & RESUME_READING and transport is not None:
             transport.resume_reading()
         if actions & PROCESS:

@@ -8,8 +8,8 @@ cleared, time passed for a mute) and carries out what it answers:
 * bytes to write, collected in :attr:`to_client` and :attr:`to_upstream` (h2's
   ``data_to_send``), each in the order the client sent its requests;
 * an action mask (:data:`PAUSE_READING`, :data:`RESUME_READING`, :data:`PROCESS`,
-  :data:`ARM_MUTE`, :data:`CLOSE_REFUSED`, :data:`CLOSE_SHUTDOWN`) from the calls that change
-  what the transport should do;
+  :data:`ARM_MUTE`, :data:`CLOSE_REFUSED`, :data:`CLOSE_SHUTDOWN`, :data:`REAUTHENTICATE`)
+  from the calls that change what the transport should do;
 * request bytes the gateway no longer holds (:attr:`released`), for the memory pool.
 
 Keeping these rules here lets unit tests drive every ordering and pause rule without sockets;
@@ -34,9 +34,12 @@ CONNECTING: Final = 8  # the upstream connection is not open yet
 INFLIGHT_FULL: Final = 16  # queued.max.requests requests are outstanding
 HELD: Final = 32  # a throttled request is in flight (Exchange.hold_reading)
 MEMORY: Final = 64  # waiting for the request-bytes pool (queued.max.request.bytes)
+REAUTHENTICATING: Final = 128  # the upstream connection renews its SASL session (KIP-368)
 # Frames already read are not handled either while one of these holds (queued.max.requests
-# counts requests, not reads: one read may carry thousands of small ones).
-STOP_PROCESSING: Final = MUTED | SHUTDOWN | HELD | INFLIGHT_FULL
+# counts requests, not reads: one read may carry thousands of small ones). Nothing is
+# forwarded while the upstream connection re-authenticates: its SASL exchange must be alone
+# on the wire, and requests held back here keep their order.
+STOP_PROCESSING: Final = MUTED | SHUTDOWN | HELD | INFLIGHT_FULL | REAUTHENTICATING
 # Clearing one of these may let frames already read be handled.
 RETRY_PROCESSING: Final = STOP_PROCESSING | MEMORY
 
@@ -47,6 +50,7 @@ PROCESS: Final = 4  # handle frames already read
 ARM_MUTE: Final = 8  # (re)arm the unmute timer at :attr:`ConnectionCore.mute_until`
 CLOSE_REFUSED: Final = 16  # a close-after-response went out: close (after the refusal delay)
 CLOSE_SHUTDOWN: Final = 32  # draining and nothing is in flight: close now
+REAUTHENTICATE: Final = 64  # every forwarded request is answered: run the SASL exchange now
 
 
 class ConnectionCore:
@@ -62,6 +66,7 @@ class ConnectionCore:
         "inflight",
         "mute_until",
         "paused",
+        "reauth_waiting",
         "released",
         "sizes",
         "to_client",
@@ -90,6 +95,8 @@ class ConnectionCore:
         """Request bytes the gateway no longer holds since the caller last took them."""
         self.deferred = 0
         """Bytes of answered acks=0 requests the upstream transport may still be sending."""
+        self.reauth_waiting = False
+        """A re-authentication waits for the forwarded requests' responses."""
 
     # -- pause reasons --------------------------------------------------------------------
 
@@ -135,6 +142,23 @@ class ConnectionCore:
     def unmute(self) -> int:
         """The mute timer fired."""
         return self.resume(MUTED)
+
+    def begin_reauthentication(self) -> int:
+        """KIP-368: the upstream session must be renewed. Read and forward nothing more;
+        :data:`REAUTHENTICATE` as soon as no forwarded request awaits its response (now, or
+        from the :meth:`flush` after the last one arrives)."""
+        self.reauth_waiting = True
+        return self.pause(REAUTHENTICATING) | self._reauth_ready()
+
+    def end_reauthentication(self) -> int:
+        """The upstream connection re-authenticated: forward again, in the client's order."""
+        return self.resume(REAUTHENTICATING)
+
+    def _reauth_ready(self) -> int:
+        if self.reauth_waiting and not self.awaiting:
+            self.reauth_waiting = False
+            return REAUTHENTICATE
+        return 0
 
     # -- requests -------------------------------------------------------------------------
 
@@ -220,6 +244,8 @@ class ConnectionCore:
             actions |= CLOSE_SHUTDOWN
         if self.paused & HELD and not self.held:
             actions |= self.resume(HELD)
+        if self.reauth_waiting:
+            actions |= self._reauth_ready()
         return actions
 
     def take_released(self) -> int:

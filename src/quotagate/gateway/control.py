@@ -32,6 +32,8 @@ class ControlChannel(asyncio.Protocol):
         self._next_id = 1
         self._transport: asyncio.Transport | None = None
         self._lost = asyncio.get_running_loop().create_future()
+        self.session_lifetime_ms = 0
+        """What the upstream's SASL answer said (KIP-368); 0: the session does not expire."""
 
     @classmethod
     async def open(
@@ -68,10 +70,19 @@ class ControlChannel(asyncio.Protocol):
             _, channel = await loop.create_connection(cls, address.host, address.port)
         if security.uses_sasl:
             try:
-                await authenticate(channel, security, timeout_s)
+                channel.session_lifetime_ms = await authenticate(channel, security, timeout_s)
             except BaseException:
                 channel.close()
                 raise
+        return channel
+
+    @classmethod
+    def borrow(cls, transport: asyncio.Transport) -> ControlChannel:
+        """A channel over a transport another protocol owns, fed by that protocol
+        (:meth:`data_received`) while it has nothing else in flight: how a client's upstream
+        connection re-authenticates (KIP-368). Dropped afterwards, never closed."""
+        channel = cls()
+        channel.connection_made(transport)
         return channel
 
     def hand_over(self, protocol: asyncio.Protocol) -> asyncio.Transport:

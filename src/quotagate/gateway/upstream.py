@@ -110,8 +110,9 @@ async def open_upstream(
     budget_s: float,
     on_failure: Callable[[HostPort, int, float, BaseException], None],
     security: UpstreamSecurity = PLAINTEXT_UPSTREAM,
-) -> asyncio.Transport:
-    """Connect, retrying with backoff until ``budget_s`` has passed.
+) -> tuple[asyncio.Transport, int]:
+    """Connect, retrying with backoff until ``budget_s`` has passed; the transport, and the SASL
+    session lifetime the upstream gave in ms (KIP-368; 0 without SASL or when unlimited).
 
     A TLS or SASL failure counts as a failed attempt like a refused connection: it is retried
     with backoff and reported through ``on_failure`` every time, never retried without TLS.
@@ -138,13 +139,15 @@ async def open_upstream(
                 transport, _ = await asyncio.wait_for(
                     loop.create_connection(factory, address.host, address.port), timeout
                 )
+                lifetime_ms = 0
             else:
                 channel = await ControlChannel.open(address, timeout, security)
                 transport = channel.hand_over(factory())
+                lifetime_ms = channel.session_lifetime_ms
         except (OSError, TimeoutError) as exc:
             delay = health.failed(address, loop.time())
             attempt += 1
             on_failure(address, attempt, delay, exc)
             continue
         health.succeeded(address)
-        return transport
+        return transport, lifetime_ms

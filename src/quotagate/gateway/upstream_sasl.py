@@ -2,14 +2,16 @@
 as Kafka's SaslClientAuthenticator sends them, on a freshly opened upstream connection.
 
 Runs over a :class:`~quotagate.gateway.control.ControlChannel` before the connection carries
-anything else; a refusal raises :class:`UpstreamAuthenticationError` with the upstream's own
-message (never a credential).
+anything else, and again whenever the upstream's session lifetime (KIP-368) asks for a
+re-authentication (gateway/connection.py); a refusal raises :class:`UpstreamAuthenticationError`
+with the upstream's own message (never a credential).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import random
 from typing import Any, Protocol
 
 from kio.schema.sasl_authenticate.v1 import SaslAuthenticateRequest
@@ -47,7 +49,16 @@ def token_source(spec: UpstreamSecurity) -> OAuthTokenSource:
     return OAuthTokenSource(spec.oauth)
 
 
-async def authenticate(channel: RequestChannel, spec: UpstreamSecurity, timeout_s: float) -> None:
+def reauthentication_delay_s(session_lifetime_ms: int, rng: random.Random | None = None) -> float:
+    """When to re-authenticate after a session of ``session_lifetime_ms`` began: at a random
+    85-95 % of it, as Kafka's SaslClientAuthenticator does (so a fleet of connections opened
+    together does not renew all at once)."""
+    fraction = 0.85 + 0.10 * (rng or random).random()
+    return session_lifetime_ms * fraction / 1000
+
+
+async def authenticate(channel: RequestChannel, spec: UpstreamSecurity, timeout_s: float) -> int:
+    """Authenticate ``channel``; the session lifetime the upstream gave (ms, 0: unlimited)."""
     mechanism = spec.sasl_mechanism
     assert mechanism is not None
     # v1 of both, as Kafka's clients send them (v0's bare tokens predate KIP-152).
@@ -59,13 +70,18 @@ async def authenticate(channel: RequestChannel, spec: UpstreamSecurity, timeout_
             "sasl.mechanism to one of those"
         )
 
+    lifetime_ms = 0
+
     async def round_trip(token: bytes) -> bytes:
+        nonlocal lifetime_ms
         response = await channel.request(SaslAuthenticateRequest(auth_bytes=token), timeout_s)
         if int(response.error_code) != 0:
             raise UpstreamAuthenticationError(
                 f"the broker refused the {mechanism} credentials: "
                 f"{response.error_message or f'error {int(response.error_code)}'}"
             )
+        # Only the last answer of an exchange carries it (KIP-368); earlier ones say 0.
+        lifetime_ms = max(0, int(response.session_lifetime.total_seconds() * 1000))
         return bytes(response.auth_bytes)
 
     if mechanism == PLAIN:
@@ -97,3 +113,4 @@ async def authenticate(channel: RequestChannel, spec: UpstreamSecurity, timeout_
             client.verify(server_final)
         except SaslError as exc:
             raise UpstreamAuthenticationError(f"{mechanism} with the broker: {exc}") from None
+    return lifetime_ms

@@ -3,8 +3,10 @@
 A PLAINTEXT listener needs no authenticator: every connection is ``User:ANONYMOUS``.
 On a SASL_PLAINTEXT or SASL_SSL listener the connection hands each request frame to an
 :class:`Authenticator` until it reports a principal; after that only SaslHandshake and
-SaslAuthenticate (re-authentication) still go to it. ApiVersions is always answered by the
-gateway itself, authenticated or not, because clients send it before SaslHandshake.
+SaslAuthenticate still go to it, and every request while it re-authenticates (KIP-368). A
+connection whose session has expired is closed on any other request, as Kafka's broker does.
+ApiVersions is always answered by the gateway itself, authenticated or not, because clients
+send it before SaslHandshake.
 
 The connection owns all I/O. The authenticator is pure protocol: bytes in, an
 :class:`AuthResult` out, so it can be tested without sockets.
@@ -99,6 +101,15 @@ class Authenticator(Protocol):
 
     def handle_token(self, token: bytes) -> AuthResult:
         """Consume one bare SASL token (the frame without its 4-byte length prefix)."""
+        ...
+
+    @property
+    def reauthenticating(self) -> bool:
+        """A re-authentication (KIP-368) is under way on the authenticated connection."""
+        ...
+
+    def session_expired(self) -> bool:
+        """The authenticated session's lifetime (KIP-368) is over."""
         ...
 
 

@@ -33,6 +33,12 @@ class MechanismServer(Protocol):
         """The authenticated user; only valid once ``complete``."""
         ...
 
+    @property
+    def credential_expires_ms(self) -> int | None:
+        """When the credential presented expires (ms since the epoch), None when it does not:
+        only OAUTHBEARER tokens do. KIP-368 caps the session at it."""
+        ...
+
     def evaluate(self, token: bytes) -> bytes:
         """Consume the client's next token; return the server's reply (possibly empty).
 
@@ -47,6 +53,11 @@ class SingleUserExchange:
     def __init__(self, mechanism: str) -> None:
         self._mechanism = mechanism
         self._username: str | None = None
+        self._expires_ms: int | None = None
+
+    @property
+    def credential_expires_ms(self) -> int | None:
+        return self._expires_ms
 
     @property
     def mechanism(self) -> str:

@@ -94,4 +94,5 @@ class OAuthBearerServer(SingleUserExchange):
                 public=True,
             )
         self._username = validated.principal
+        self._expires_ms = validated.lifetime_ms
         return b""

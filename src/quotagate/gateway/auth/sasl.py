@@ -7,16 +7,24 @@ Mirrors Kafka's SaslServerAuthenticator on the wire:
 * an unknown mechanism gets UNSUPPORTED_SASL_MECHANISM with the enabled list, then a close;
 * a failed exchange gets SASL_AUTHENTICATION_FAILED with a message, then a close;
 * after success SaslHandshake / SaslAuthenticate get ILLEGAL_SASL_STATE and the connection
-  stays open, as KafkaApis answers them on an authenticated connection.
+  stays open, as KafkaApis answers them on an authenticated connection;
+* with ``connections.max.reauth.ms`` (KIP-368) the final SaslAuthenticate (v1+) carries the
+  session lifetime (for OAUTHBEARER at most the token's remaining life); a new SaslHandshake
+  after success then starts a re-authentication (at most one a second, as Kafka), which must
+  keep the mechanism and the principal, else it fails and the connection closes; once the
+  session has expired, the connection reports it (:meth:`SaslAuthenticator.session_expired`)
+  and closes on any request but SaslHandshake / SaslAuthenticate.
 
-Pure: frames in, :class:`AuthResult` out.
+Pure: frames in, :class:`AuthResult` out; the clocks are arguments of the constructor.
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import secrets
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from enum import Enum, auto
 from typing import Any, Final, Protocol
 
@@ -26,6 +34,7 @@ from kio.schema.sasl_authenticate import v1 as authenticate_v1
 from kio.schema.sasl_authenticate import v2 as authenticate_v2
 from kio.schema.sasl_handshake import v0 as handshake_v0
 from kio.schema.sasl_handshake import v1 as handshake_v1
+from kio.static.primitive import i64Timedelta
 
 from quotagate.gateway.auth.authenticator import (
     SASL_AUTHENTICATE,
@@ -56,6 +65,9 @@ _AUTHENTICATE_VERSIONS: Final[dict[int, Any]] = {
     1: authenticate_v1,
     2: authenticate_v2,
 }
+_MIN_REAUTH_INTERVAL_S: Final = 1.0
+"""Kafka's broker starts at most one re-authentication a second on a connection; a SaslHandshake
+sooner is answered as after any success (ILLEGAL_SASL_STATE)."""
 
 
 class CredentialSource(Protocol):
@@ -66,6 +78,10 @@ class CredentialSource(Protocol):
     def verify_password(self, username: str, password: str) -> bool: ...
 
     def close(self) -> None: ...
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class _State(Enum):
@@ -85,8 +101,13 @@ class SaslAuthenticator:
         mechanisms: Sequence[str],
         decoy_secret: bytes,
         tokens: TokenValidator | None = None,
+        max_reauth_ms: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], int] = _wall_ms,
     ) -> None:
-        """``tokens`` validates OAUTHBEARER tokens; without it OAUTHBEARER is never offered."""
+        """``tokens`` validates OAUTHBEARER tokens; without it OAUTHBEARER is never offered.
+        ``max_reauth_ms``: ``connections.max.reauth.ms`` (0: sessions never expire).
+        ``clock`` (seconds, monotonic) times sessions; ``wall_ms`` reads token expiry."""
         self._context = context
         self._tokens = tokens
         self._credentials = credentials
@@ -95,6 +116,25 @@ class SaslAuthenticator:
         self._state = _State.HANDSHAKE
         self._server: MechanismServer | None = None
         self._raw_tokens = False
+        self._max_reauth_ms = max_reauth_ms
+        self._clock = clock
+        self._wall_ms = wall_ms
+        self._expires_at: float | None = None
+        """When the session ends (``clock`` time); None: it never does."""
+        self._reauth_started: float | None = None
+        self._previous: tuple[str, str] | None = None
+        """(mechanism, principal) of the session being re-authenticated."""
+        self._bad_mechanism: str | None = None
+
+    @property
+    def reauthenticating(self) -> bool:
+        """A re-authentication is under way: every request but ApiVersions comes here."""
+        return self._previous is not None
+
+    def session_expired(self) -> bool:
+        """The session's lifetime is over (KIP-368): the connection may only re-authenticate."""
+        expires_at = self._expires_at
+        return expires_at is not None and self._clock() > expires_at
 
     @property
     def expects_raw_tokens(self) -> bool:
@@ -105,7 +145,9 @@ class SaslAuthenticator:
     ) -> AuthResult:
         if self._state is _State.FAILED:
             return AuthResult(None, close=True)
-        if self._state is _State.COMPLETE:
+        if self._state is _State.COMPLETE and not (
+            api_key == SASL_HANDSHAKE and self._begin_reauthentication()
+        ):
             return self._after_completion(api_key, api_version, correlation_id)
         if self.expects_raw_tokens:
             return self.handle_token(request_frame)
@@ -131,10 +173,13 @@ class SaslAuthenticator:
         assert server is not None  # set by the handshake that enabled raw tokens
         try:
             reply = server.evaluate(token)
+            principal = self._principal_if_complete(server)
         except SaslError as failure:
             # Without SaslAuthenticate headers Kafka has no way to say why: it just closes.
             return self._closed(failure.message)
-        return AuthResult(with_size_prefix(reply), principal=self._principal_if_complete(server))
+        if principal is not None:
+            self._start_session(server)  # no way to tell the client: it is closed at expiry
+        return AuthResult(with_size_prefix(reply), principal=principal)
 
     def _handshake(self, version: int, correlation_id: int, frame: bytes) -> AuthResult:
         module = _HANDSHAKE_VERSIONS.get(version)
@@ -150,6 +195,13 @@ class SaslAuthenticator:
                 version, correlation_id, ErrorCode.unsupported_sasl_mechanism
             )
             return AuthResult(response, close=True)
+        previous = self._previous
+        if previous is not None and mechanism != previous[0]:
+            # Kafka accepts the handshake and fails the SaslAuthenticate that follows.
+            self._bad_mechanism = (
+                f"SASL mechanism '{mechanism}' requested by client is not supported for "
+                f"re-authentication of mechanism '{previous[0]}'"
+            )
         self._server = self._new_server(mechanism)
         self._raw_tokens = version == 0
         self._state = _State.AUTHENTICATE
@@ -166,7 +218,10 @@ class SaslAuthenticator:
         server = self._server
         assert server is not None  # set by the handshake
         try:
+            if self._bad_mechanism is not None:
+                raise SaslError(self._bad_mechanism, public=True)
             reply = server.evaluate(request.auth_bytes)
+            principal = self._principal_if_complete(server)
         except SaslError as failure:
             self._fail(failure.message)
             message = (
@@ -179,8 +234,38 @@ class SaslAuthenticator:
                 module, correlation_id, ErrorCode.sasl_authentication_failed, message, b""
             )
             return AuthResult(response, close=True)
-        response = _authenticate_response(module, correlation_id, ErrorCode.none, None, reply)
-        return AuthResult(response, principal=self._principal_if_complete(server))
+        lifetime_ms = self._start_session(server) if principal is not None else 0
+        response = _authenticate_response(
+            module, correlation_id, ErrorCode.none, None, reply, lifetime_ms
+        )
+        return AuthResult(response, principal=principal)
+
+    def _begin_reauthentication(self) -> bool:
+        """A SaslHandshake on an authenticated connection: start re-authenticating when this
+        listener has sessions that expire and the last start is at least a second ago."""
+        if self._expires_at is None or self._server is None:
+            return False
+        now = self._clock()
+        started = self._reauth_started
+        if started is not None and now - started < _MIN_REAUTH_INTERVAL_S:
+            return False
+        self._reauth_started = now
+        server = self._server
+        self._previous = (server.mechanism, PrincipalBuilder.from_sasl(server.username))
+        self._bad_mechanism = None
+        self._state = _State.HANDSHAKE
+        return True
+
+    def _start_session(self, server: MechanismServer) -> int:
+        """The session lifetime for the client (KIP-368), and when the session ends here."""
+        if self._max_reauth_ms <= 0:
+            return 0
+        lifetime_ms = self._max_reauth_ms
+        credential_expires_ms = server.credential_expires_ms
+        if credential_expires_ms is not None:
+            lifetime_ms = max(0, min(lifetime_ms, credential_expires_ms - self._wall_ms()))
+        self._expires_at = self._clock() + lifetime_ms / 1000
+        return lifetime_ms
 
     def _after_completion(self, api_key: int, version: int, correlation_id: int) -> AuthResult:
         if api_key == SASL_HANDSHAKE and version in _HANDSHAKE_VERSIONS:
@@ -207,13 +292,24 @@ class SaslAuthenticator:
         return AuthResult(None, close=True)
 
     def _principal_if_complete(self, server: MechanismServer) -> str | None:
+        """The principal once the exchange is complete; SaslError when a re-authentication
+        names another one than the session had (Kafka refuses to change principals)."""
         if not server.complete:
             return None
-        self._state = _State.COMPLETE
         principal = PrincipalBuilder.from_sasl(server.username)
+        previous = self._previous
+        if previous is not None and principal != previous[1]:
+            raise SaslError(
+                "Cannot change principals during re-authentication from "
+                f"{_dotted(previous[1])}: {_dotted(principal)}",
+                public=True,
+            )
+        self._state = _State.COMPLETE
+        self._previous = None
         log.info(
-            "SASL: %s authenticated as %s via %s on listener %s",
+            "SASL: %s %s as %s via %s on listener %s",
             f"{self._context.peer_host}:{self._context.peer_port}",
+            "authenticated" if previous is None else "re-authenticated",
             principal,
             server.mechanism,
             self._context.listener,
@@ -254,7 +350,8 @@ class SaslAuthenticator:
         self._state = _State.FAILED
         self._server = None
         log.warning(
-            "SASL: authentication failed for %s:%d on listener %s: %s",
+            "SASL: %s failed for %s:%d on listener %s: %s",
+            "authentication" if self._previous is None else "re-authentication",
             self._context.peer_host,
             self._context.peer_port,
             self._context.listener,
@@ -275,9 +372,12 @@ class SaslAuthenticatorFactory:
         mechanisms: Sequence[str] = SASL_MECHANISMS,
         listener_mechanisms: Mapping[str, Sequence[str]] | None = None,
         listener_tokens: Mapping[str, TokenValidator] | None = None,
+        listener_max_reauth_ms: Mapping[str, int] | None = None,
     ) -> None:
-        """``listener_tokens``: the OAUTHBEARER token validator of each listener that has one."""
+        """``listener_tokens``: the OAUTHBEARER token validator of each listener that has one.
+        ``listener_max_reauth_ms``: ``connections.max.reauth.ms`` of each listener with one."""
         self._credentials = credentials
+        self._listener_max_reauth_ms = dict(listener_max_reauth_ms or {})
         self._listener_tokens = dict(listener_tokens or {})
         self._mechanisms = _checked(mechanisms)
         self._listener_mechanisms = {
@@ -303,6 +403,7 @@ class SaslAuthenticatorFactory:
             self.mechanisms(context.listener),
             self._decoy_secret,
             self._listener_tokens.get(context.listener),
+            self._listener_max_reauth_ms.get(context.listener, 0),
         )
 
 
@@ -327,13 +428,30 @@ def _decode_request(request_type: Any, frame: bytes) -> Any | None:
         return None
 
 
+def _dotted(principal: str) -> str:
+    """``User:alice`` as Kafka writes principals in its re-authentication error: ``User.alice``."""
+    kind, _, name = principal.partition(":")
+    return f"{kind}.{name}"
+
+
 def _authenticate_response(
-    module: Any, correlation_id: int, error: ErrorCode, message: str | None, auth_bytes: bytes
+    module: Any,
+    correlation_id: int,
+    error: ErrorCode,
+    message: str | None,
+    auth_bytes: bytes,
+    session_lifetime_ms: int = 0,
 ) -> bytes:
-    # session_lifetime stays at its default (0): the gateway does not ask for re-authentication.
-    body = module.SaslAuthenticateResponse(
-        error_code=error, error_message=message, auth_bytes=auth_bytes
-    )
+    fields: dict[str, Any] = {
+        "error_code": error,
+        "error_message": message,
+        "auth_bytes": auth_bytes,
+    }
+    if module is not authenticate_v0:  # v0 has no session lifetime (KIP-368 is v1)
+        fields["session_lifetime"] = i64Timedelta.parse(
+            datetime.timedelta(milliseconds=session_lifetime_ms)
+        )
+    body = module.SaslAuthenticateResponse(**fields)
     return _encode_response(module.SaslAuthenticateResponse, correlation_id, body)
 
 

@@ -110,6 +110,10 @@ class ScramServer:
         return self._state is _State.COMPLETE
 
     @property
+    def credential_expires_ms(self) -> int | None:
+        return None  # SCRAM credentials (no delegation tokens here) do not expire
+
+    @property
     def username(self) -> str:
         if self._state is not _State.COMPLETE or self._first is None:
             raise RuntimeError("SCRAM exchange has not completed")

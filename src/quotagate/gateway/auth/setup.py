@@ -42,6 +42,9 @@ def authenticator_factory(config: GatewayConfig) -> SaslAuthenticatorFactory | N
             for listener in sasl_listeners
             if listener.oauthbearer_jwks_endpoint_url
         },
+        listener_max_reauth_ms={
+            listener.name: listener.connections_max_reauth_ms for listener in sasl_listeners
+        },
     )
 
 
