@@ -226,7 +226,9 @@ def test_kafka_python_wrong_password(
             max_block_ms=5000,
             bootstrap_timeout_ms=2000,
         ).send("never", b"x").get(timeout=10)
-    causes = [r.getMessage() for r in caplog.records if "SaslAuthenticationFailed" in r.getMessage()]
+    causes = [
+        r.getMessage() for r in caplog.records if "SaslAuthenticationFailed" in r.getMessage()
+    ]
     assert causes, "kafka-python never saw SASL_AUTHENTICATION_FAILED"
 
 
