@@ -132,6 +132,9 @@ def test_a_killed_worker_is_restarted_and_no_acked_message_is_lost(
                 "bootstrap.servers": instance.bootstrap,
                 "group.id": f"g-{uuid.uuid4().hex[:6]}",
                 "auto.offset.reset": "earliest",
+                # tansu completes a group's first join after half the session timeout: 3 s,
+                # not the default's 23 s.
+                "session.timeout.ms": 6000,
             }
         )
         consumer.subscribe([producer.topic])
