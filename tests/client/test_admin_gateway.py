@@ -140,8 +140,9 @@ async def test_the_call_deadline_bounds_connection_setup(
     start_gateway: Callable[..., BackgroundGateway],
 ) -> None:
     # A gateway whose upstream is down holds ApiVersions while it tries the upstream
-    # (upstream.connect.timeout.ms, 10 s); the call gives up at its own deadline.
-    gateway = start_gateway(f"{LOOPBACK}:{free_port()}")
+    # (upstream.connect.timeout.ms: 3 s here, three times the call's deadline; the default
+    # 10 s only made the gateway's stop wait longer); the call gives up at its own deadline.
+    gateway = start_gateway(f"{LOOPBACK}:{free_port()}", upstream_connect_timeout_ms=3_000)
     events = Recorder()
     async with AdminClient(str(gateway.bootstrap), events=events) as admin:
         result = await admin.create_topics([NewTopic("never", 1, 1)], timeout_ms=1_000)

@@ -34,7 +34,11 @@ pytestmark = pytest.mark.integration
 
 QUOTA = 2_000_000.0
 WARM_UP_S = 5.0
-MEASURE_S = 40.0
+# Seconds measured: one process and four workers are compared within 0.04, and over 20 s
+# one process alone swung 1.019-1.048 (four workers 1.028-1.036) where 30 s held both
+# within 0.01 of the 40 s figure; four times the quota without the exchange is far from its
+# bounds over any 10 s (3.72-3.81), so 20 s there.
+MEASURE_S = {"one process": 30.0, "four workers": 30.0, "no exchange": 20.0}
 CONNECTIONS = 24
 VALUE = b"w" * 8192  # 4 MB/s offered per instance in few enough records for a 2-core machine
 
@@ -84,13 +88,14 @@ def test_four_workers_hold_one_client_to_its_quota(upstream: TansuBroker, tmp_pa
             start = offer(
                 [instance.bootstrap] * CONNECTIONS,
                 offered * quota,
-                WARM_UP_S + MEASURE_S + 1,
+                WARM_UP_S + MEASURE_S[name] + 1,
                 VALUE,
             )
         finally:
             instance.stop()
-        results[name] = wire_rate(instance.usage, start + WARM_UP_S, MEASURE_S) / quota
+        results[name] = wire_rate(instance.usage, start + WARM_UP_S, MEASURE_S[name]) / quota
         pids[name] = _pids_with_produce(instance.usage)
+    print(f"achieved / quota: {results}")
     assert len(pids["four workers"]) == 4, pids
     # Issue 11 asks ±5 % and ±3 % of one process. With each producer's buffer bounded in
     # bytes (tests/support/fleet_load.py) quiet runs measured 1.031 and 1.030 against one
@@ -132,6 +137,9 @@ def test_a_killed_worker_is_restarted_and_no_acked_message_is_lost(
                 "bootstrap.servers": instance.bootstrap,
                 "group.id": f"g-{uuid.uuid4().hex[:6]}",
                 "auto.offset.reset": "earliest",
+                # tansu completes a group's first join after half the session timeout: 3 s,
+                # not the default's 23 s.
+                "session.timeout.ms": 6000,
             }
         )
         consumer.subscribe([producer.topic])

@@ -96,6 +96,9 @@ def test_an_unknown_ca_is_a_clear_error(
         upstream_security=upstream.security(upstream.other_ca.certificate),
         reconnect_backoff_ms=50,
         reconnect_backoff_max_ms=200,
+        # The producer's request is held while the gateway retries the upstream, and the
+        # gateway's stop waits for it: 3 s (the producer gives up at 3 s) instead of 10 s.
+        upstream_connect_timeout_ms=3_000,
     )
     producer = Producer({"bootstrap.servers": str(gateway.bootstrap), "message.timeout.ms": 3000})
     outcome: list[Any] = []

@@ -99,6 +99,7 @@ class Instance:
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self.bootstrap = self._wait_for_bootstrap()
+        self._wait_for_broker_ports(workers)
 
     def _wait_for_bootstrap(self) -> str:
         # The reader thread collects the output, so a silent instance fails here after the
@@ -121,6 +122,25 @@ class Instance:
         self._dump_stacks()
         self.process.kill()
         raise AssertionError("instance did not start:\n" + "".join(self.lines))
+
+    def _wait_for_broker_ports(self, workers: int) -> None:
+        """Every worker has opened its broker port. The supervisor's line comes once every
+        worker has started its listeners, which can be before a worker's first discovery
+        opened the broker port; clients connecting then are spread over fewer workers for
+        as long as they stay connected (a loaded run put no producer at all on one of four
+        workers)."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            opened = {
+                m[1] or "0"
+                for m in re.finditer(
+                    r"(?:worker=(\d+) )?event=broker_port_opened", "".join(self.lines)
+                )
+            }
+            if len(opened) >= workers:
+                return
+            time.sleep(0.02)
+        raise AssertionError("a worker never opened its broker port:\n" + "".join(self.lines))
 
     def _dump_stacks(self) -> None:
         """SIGUSR1 to every worker still up: each prints its threads' stacks (faulthandler,

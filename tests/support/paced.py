@@ -36,7 +36,10 @@ class PacedProducer(threading.Thread):
                 "client.id": self.client_id,
                 "linger.ms": 5,
                 "batch.size": 16384,
-                "queue.buffering.max.messages": 2000,
+                # Two seconds of the schedule: enough to ride out a stall of the machine,
+                # and the backlog a throttle leaves (delivered at the quota by the flush
+                # at the end) stays two seconds of records, not all those held since.
+                "queue.buffering.max.messages": 2 * self.records_per_s,
             }
         )
 

@@ -119,6 +119,12 @@ class RollingTopicLog(TopicLog):
                 f"could not read {self.base}.* to its end within {_TIMEOUT_S:.0f} s"
             )
 
+    def close_in_thread(self) -> None:
+        super().close_in_thread()
+        # Released with the other clients: an admin client kept by a closed log holds its
+        # connections open, and an upstream shutting down waits for them (tansu: 5 s).
+        self._admin = None
+
     # -- the log's own thread ------------------------------------------------------------
 
     def _assign_from(self, since_ms: int, now_ms: int) -> dict[str, int]:
