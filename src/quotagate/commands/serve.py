@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import faulthandler
+import logging
 import os
 import signal
 from multiprocessing.queues import Queue
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Final
 
 import typer
 import uvloop
@@ -34,8 +35,14 @@ from quotagate.gateway.auth import SaslAuthenticatorFactory, authenticator_facto
 from quotagate.instance.metrics import WorkersCollector
 from quotagate.instance.ports import hold_listen_ports
 from quotagate.instance.supervisor import StartError, Supervisor
-from quotagate.logs import configure_logging
+from quotagate.logs import configure_logging, kv
 from quotagate.store.backends import StoreError
+
+log = logging.getLogger(__name__)
+
+DISCOVERY_WAIT_S: Final = 30.0
+"""How long a gateway (or worker) waits for its first discovery before it says it is ready
+anyway (well inside the supervisor's start timeout)."""
 
 
 def serve(
@@ -198,6 +205,11 @@ async def _serve(
     )
     await gateway.start()
     freeze_startup_heap()
+    # Ready once the broker ports are open too: a worker's clients that arrive earlier are
+    # told ports only the workers already open take, and stay there while connected. An
+    # upstream still unreachable after the wait does not hold the start back, and says so.
+    if not await gateway.discovered(DISCOVERY_WAIT_S):
+        log.warning(kv("ready_before_discovery", worker=worker or 0, waited_s=DISCOVERY_WAIT_S))
     if worker is not None and ready is not None:
         ready.put(worker)
         # A worker whose supervisor is gone (killed) stops rather than serve on unwatched.

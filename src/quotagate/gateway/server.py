@@ -94,6 +94,7 @@ class Gateway:
         for listener_config in config.listeners:
             self.listeners[listener_config.name] = Listener(listener_config, self.services)
         self._tasks: list[asyncio.Task[Any]] = []
+        self._discovery: asyncio.Task[None] | None = None
         self._metrics_server: Any = None
         self._metrics_thread: threading.Thread | None = None
         self.metrics_address: HostPort | None = None
@@ -124,18 +125,26 @@ class Gateway:
             log.warning(kv("upstream_config", note=warning))
         sinks = [listener.map_broker for listener in self.listeners.values()]
         loop = asyncio.get_running_loop()
-        self._tasks.append(
-            loop.create_task(
-                discover(
-                    self.config.bootstrap_servers,
-                    self.services.health,
-                    self.chain,
-                    sinks,
-                    self.config.upstream_security,
-                )
+        self._discovery = loop.create_task(
+            discover(
+                self.config.bootstrap_servers,
+                self.services.health,
+                self.chain,
+                sinks,
+                self.config.upstream_security,
             )
         )
+        self._tasks.append(self._discovery)
         self._tasks.append(loop.create_task(self._sweep()))
+
+    async def discovered(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the first discovery round (the upstream's brokers
+        known, their ports open); whether it came."""
+        discovery = self._discovery
+        if discovery is None:
+            return False
+        done, _ = await asyncio.wait({discovery}, timeout=timeout_s)
+        return bool(done)
 
     @property
     def bootstrap(self) -> dict[str, HostPort]:
