@@ -81,19 +81,18 @@ def _body(line: Column, marker: Column) -> Column:
     for a KIP-673 line, text that begins with the message and that ``from_json`` reads as
     the message alone.
 
-    A broker's JSON line has the marker once and ends in ``} (kafka.request.logger)``:
-    its message is cut with byte searches only, and the suffix left on, as ``from_json``
-    stops at the end of the object (cutting it off by characters walked the line four
-    times, a sixth of the parse, BENCHMARKS.md). Other lines that end in the suffix after
-    a non-blank and have no blank after the marker are one cut by characters, with no
-    regular expression over the whole line; the rest take the two replacements."""
-    after_last = F.substring_index(line, MARKER, -1)
-    before_first = F.substring_index(line, MARKER, 1)
-    # Byte offsets of the first and of the last marker: equal when there is one.
-    once = F.octet_length(before_first) == (
-        F.octet_length(line) - F.octet_length(after_last) - len(MARKER)
-    )
-    kip673 = once & after_last.startswith("{") & after_last.endswith("}" + _LOGGER_SUFFIX)
+    A broker's JSON line ends in ``} (kafka.request.logger)``: its message is cut by
+    bytes, and the suffix left on, as ``from_json`` stops at the end of the object
+    (cutting it off by characters walked the line four times, a sixth of the parse;
+    Spark's search from the right for the marker cost as much, BENCHMARKS.md). Other
+    lines that end in the suffix after a non-blank and have no blank after the marker
+    are one cut by characters, with no regular expression over the whole line; the rest
+    take the two replacements."""
+    # After the first marker, cut by bytes: the marker is ASCII, so its byte offset is
+    # the byte length of what precedes it (a search from the left: the marker is early).
+    first = F.octet_length(F.substring_index(line, MARKER, 1)) + len(MARKER) + 1
+    after_first = line.cast("binary").substr(first, F.octet_length(line)).cast("string")
+    kip673 = after_first.startswith("{") & after_first.endswith("}" + _LOGGER_SUFFIX)
     start = marker + len(MARKER)
     end = F.char_length(line) - len(_LOGGER_SUFFIX)
     plain = (
@@ -105,7 +104,7 @@ def _body(line: Column, marker: Column) -> Column:
     after = line.substr(start, F.char_length(line) + 1)
     stripped = F.regexp_replace(F.regexp_replace(after, _SUFFIX, ""), _EDGES, "")
     cut = F.when(plain, line.substr(start, end - start + 1)).otherwise(stripped)
-    return F.when(kip673, after_last).otherwise(cut)
+    return F.when(kip673, after_first).otherwise(cut)
 
 
 def _logged_ms(prefix: Column, tz: timezone) -> Column:
