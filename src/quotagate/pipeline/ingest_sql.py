@@ -126,7 +126,7 @@ def _logged_ms(prefix: Column, tz: timezone) -> Column:
 
 def _gateway_of(file_uri: Column) -> Column:
     """Broker logs carry no broker id; the file name stands in for it (``ingest.gateway_of``)."""
-    name = F.element_at(F.split(file_uri, "/"), -1)
+    name = F.substring_index(file_uri, "/", -1)
     name = F.regexp_replace(F.regexp_replace(name, r"\.gz$", ""), r"\.log$", "")
     return F.when(name == "", "broker").otherwise(name)
 
