@@ -346,9 +346,7 @@ class Bench:
                 self.runtime.alter_client_quotas(
                     every_client_quotas(), "benchmark", "benchmarks/request_cost.py"
                 )
-            shadows = [
-                Change(c.entity, shadow_key(c.key), c.value) for c in every_client_quotas()
-            ]
+            shadows = [Change(c.entity, shadow_key(c.key), c.value) for c in every_client_quotas()]
             if mode in ("on+shadow", "on+shadows"):
                 self.runtime.alter_client_quotas(
                     shadows[:1] if mode == "on+shadow" else shadows,

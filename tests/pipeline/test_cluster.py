@@ -1,8 +1,8 @@
 """``quotagate pipeline all --logs`` end to end, as a user runs it: on ``local[2]`` and on a
 real Spark standalone cluster (a master and two workers on loopback), from the request logs
 of two principals (one broker writing Kafka 2.x text lines, one KIP-673 JSON lines), with
-the CLI's default of 4 shuffle partitions, i.e. fewer replay groups than partitions.
-Both runs must write the same tables."""
+the CLI's defaults (4 shuffle partitions, one replay task per core). Both runs must write
+the same tables."""
 
 from __future__ import annotations
 

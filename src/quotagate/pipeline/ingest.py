@@ -34,7 +34,7 @@ from quotagate.pipeline.logline import (
 from quotagate.pipeline.tables import write_json
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 REPORT_NAME: Final = "_ingest_report.json"
 SAMPLES: Final = 20
@@ -62,16 +62,26 @@ def ingest(
 
     The lines are parsed by Spark SQL in the JVM (``ingest_sql``); ``parse_line`` is the
     same parsing in Python, kept as the reference the tests hold the JVM's to."""
-    from pyspark.sql import Observation  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     from quotagate.pipeline.ingest_sql import parse_lines  # noqa: PLC0415
 
     files = _input_files(Path(logs))
     lines = spark.read.text([str(f) for f in files]).withColumn("file", F.input_file_name())
-    parsed = parse_lines(lines, tz)
-    # One pass over the lines: the write of the events also counts every bucket and keeps
-    # samples of the lines that are not events (no cache, no second parse).
+    return write_parsed(parse_lines(lines, tz), out, logs, len(files))
+
+
+def write_parsed(
+    parsed: DataFrame, out: str | Path, logs: str | Path, files: int
+) -> dict[str, Any]:
+    """Write the events among ``parsed`` (usage columns plus ``status``, ``reason`` and
+    ``line``, as ``ingest_sql.parse_lines`` returns them) and the report of all lines.
+
+    One pass over the lines: the write of the events also counts every bucket and keeps
+    samples of the lines that are not events (no cache, no second parse)."""
+    from pyspark.sql import Observation  # noqa: PLC0415
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
     seen = Observation("ingest")
     observed = parsed.observe(seen, *_bucket_metrics())
     ok = F.col("status") == "ok"
@@ -86,7 +96,7 @@ def ingest(
             "is kafka.request.logger at DEBUG?"
         )
     report = {
-        "files": len(files),
+        "files": files,
         "lines": sum(counts.values()),
         "events": counts["ok"],
         "failed": counts["error"],

@@ -44,9 +44,11 @@ def parse_lines(lines: DataFrame, tz: timezone) -> DataFrame:
         line.alias("line"),
         _gateway_of(F.col("file")).alias("gateway_id"),
         marker.alias("marker"),
-        line.rlike(_PREFIX).alias("prefixed"),
-        _logged_ms(line, tz).alias("logged_ms"),
+        # The prefix once, so that the time's parts are read from it and not from the line.
+        F.regexp_extract(line, _PREFIX, 0).alias("prefix"),
     )
+    prefix = F.col("prefix")
+    staged = staged.withColumns({"prefixed": prefix != "", "logged_ms": _logged_ms(prefix, tz)})
     marker, logged_ms = F.col("marker"), F.col("logged_ms")
     staged = staged.withColumns(
         {
@@ -57,7 +59,7 @@ def parse_lines(lines: DataFrame, tz: timezone) -> DataFrame:
             .when(~F.col("prefixed"), F.lit(_NO_PREFIX))
             .when(
                 logged_ms.isNull(),
-                F.format_string("bad timestamp '%s'", F.regexp_extract("line", _PREFIX, 1)),
+                F.format_string("bad timestamp '%s'", F.regexp_extract("prefix", _PREFIX, 1)),
             ),
             "body": F.when(marker > 0, _body(F.col("line"), marker)),
         }
@@ -75,11 +77,22 @@ def parse_lines(lines: DataFrame, tz: timezone) -> DataFrame:
 
 
 def _body(line: Column, marker: Column) -> Column:
-    """The message after the marker, without the logger's suffix and surrounding blanks.
+    """The message after the marker, without the logger's suffix and surrounding blanks;
+    for a KIP-673 line, text that begins with the message and that ``from_json`` reads as
+    the message alone.
 
-    Nearly every line ends in `` (kafka.request.logger)`` after a non-blank and has no
-    blank after the marker: then the body is one cut, with no regular expression over the
-    whole line (the two replacements cost a quarter of the parse, BENCHMARKS.md)."""
+    A broker's JSON line ends in ``} (kafka.request.logger)``: its message is cut by
+    bytes, and the suffix left on, as ``from_json`` stops at the end of the object
+    (cutting it off by characters walked the line four times, a sixth of the parse;
+    Spark's search from the right for the marker cost as much, BENCHMARKS.md). Other
+    lines that end in the suffix after a non-blank and have no blank after the marker
+    are one cut by characters, with no regular expression over the whole line; the rest
+    take the two replacements."""
+    # After the first marker, cut by bytes: the marker is ASCII, so its byte offset is
+    # the byte length of what precedes it (a search from the left: the marker is early).
+    first = F.octet_length(F.substring_index(line, MARKER, 1)) + len(MARKER) + 1
+    after_first = line.cast("binary").substr(first, F.octet_length(line)).cast("string")
+    kip673 = after_first.startswith("{") & after_first.endswith("}" + _LOGGER_SUFFIX)
     start = marker + len(MARKER)
     end = F.char_length(line) - len(_LOGGER_SUFFIX)
     plain = (
@@ -90,14 +103,20 @@ def _body(line: Column, marker: Column) -> Column:
     )
     after = line.substr(start, F.char_length(line) + 1)
     stripped = F.regexp_replace(F.regexp_replace(after, _SUFFIX, ""), _EDGES, "")
-    return F.when(plain, line.substr(start, end - start + 1)).otherwise(stripped)
+    cut = F.when(plain, line.substr(start, end - start + 1)).otherwise(stripped)
+    return F.when(kip673, after_first).otherwise(cut)
 
 
-def _logged_ms(line: Column, tz: timezone) -> Column:
-    """Epoch ms of the log4j stamp, read in ``tz``: null if the stamp is no real time."""
-    stamp = F.concat_ws(" ", F.regexp_extract(line, _PREFIX, 2), F.regexp_extract(line, _PREFIX, 3))
+def _logged_ms(prefix: Column, tz: timezone) -> Column:
+    """Epoch ms of the log4j stamp in the line's ``prefix``, read in ``tz``: null if the
+    stamp is no real time."""
+
+    def part(group: int) -> Column:
+        return F.regexp_extract(prefix, _PREFIX, group)
+
+    stamp = F.concat_ws(" ", part(2), part(3))
     seconds = F.unix_timestamp(F.try_to_timestamp(stamp, F.lit("yyyy-MM-dd HH:mm:ss")))
-    fraction = F.rpad(F.regexp_extract(line, _PREFIX, 4), 3, "0")
+    fraction = F.rpad(part(4), 3, "0")
     naive_us = (seconds * 1000 + F.coalesce(fraction.cast("long"), F.lit(0))) * 1000
     offset = tz.utcoffset(None) or timedelta(0)
     utc_us = naive_us - offset // timedelta(microseconds=1)
@@ -107,7 +126,7 @@ def _logged_ms(line: Column, tz: timezone) -> Column:
 
 def _gateway_of(file_uri: Column) -> Column:
     """Broker logs carry no broker id; the file name stands in for it (``ingest.gateway_of``)."""
-    name = F.element_at(F.split(file_uri, "/"), -1)
+    name = F.substring_index(file_uri, "/", -1)
     name = F.regexp_replace(F.regexp_replace(name, r"\.gz$", ""), r"\.log$", "")
     return F.when(name == "", "broker").otherwise(name)
 

@@ -24,14 +24,21 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from quotagate.pipeline.events import read_usage
+from quotagate.pipeline.events import check_usage_dataset
 from quotagate.pipeline.quotas import parse_quotas
-from quotagate.pipeline.replay_slot import CELL_SCHEMA, CLIENT, SlotJob, run_slot
+from quotagate.pipeline.replay_slot import (
+    CELL_SCHEMA,
+    CLIENT,
+    SlotJob,
+    client_counts,
+    run_slot,
+    tenant_members,
+)
 from quotagate.pipeline.sharing import has_tenant_quotas, replay_groups
 from quotagate.pipeline.tables import write_json
 
@@ -45,12 +52,19 @@ def replay(
     out: str | Path,
     *,
     closed_loop: bool = False,
+    slots: int | None = None,
 ) -> dict[str, Any]:
-    """Replay and write ``requests/``, ``entities/``, ``heatmap/`` and ``summary.json``."""
+    """Replay and write ``requests/``, ``entities/``, ``heatmap/`` and ``summary.json``.
+
+    ``slots``: how many tasks share the groups; by default as many as Spark runs at once
+    (``defaultParallelism``: the cores of ``local[N]`` or of the cluster's executors). One
+    wave of tasks: a second wave cost a pause between waves and a read of the events per
+    task (BENCHMARKS.md, "Pipeline")."""
     out = Path(out)
     started = time.perf_counter()
-    usage = read_usage(spark, events_path)
-    clients, first_ms, last_ms = _deal_clients(spark, usage, quota_text)
+    check_usage_dataset(events_path)
+    slots = slots or spark.sparkContext.defaultParallelism
+    clients, first_ms, last_ms = _deal_clients(events_path, quota_text, slots)
     # Absolute: an executor's working directory is not the driver's.
     job = SlotJob(
         events=str(Path(events_path).resolve()),
@@ -82,38 +96,39 @@ def replay(
 
 
 def _deal_clients(
-    spark: SparkSession, usage: DataFrame, quota_text: str
+    events_path: str | Path, quota_text: str, slots: int
 ) -> tuple[tuple[tuple[tuple[str, str], ...], ...], int, int]:
     """The clients (principal, client id) of every slot, and the first and last event
-    time (0, 0 without events)."""
+    time (0, 0 without events).
+
+    Counted in the driver with pyarrow over three columns: a Spark job for it cost more
+    wall time than the counting (BENCHMARKS.md, "Pipeline"), and the driver reads the
+    events' files anyway (``check_usage_dataset``)."""
     quota_file = parse_quotas(quota_text)
-    counted = (
-        usage.groupBy(*CLIENT)
-        .agg(
-            F.count(F.lit(1)).alias("count"), F.min("ts_ms").alias("lo"), F.max("ts_ms").alias("hi")
-        )
-        .collect()
-    )
-    members = []
+    counted = client_counts(str(events_path))
+    members: list[tuple[str, str, str]] = []
     if has_tenant_quotas(quota_file) and quota_file.tenant_mapping_rules is None:
         # A tenant's clients share its sensors: they must replay in one group. (Rules in
         # the candidate name the tenants themselves: replay_groups maps the pairs.)
-        tenanted = usage.where(F.col("tenant") != "").select(*CLIENT, "tenant").distinct()
-        members = [(r.principal, r.client_id, r.tenant) for r in tenanted.collect()]
-    pairs = [(r.principal, r.client_id) for r in counted]
+        members = tenant_members(str(events_path))
+    principals = counted["principal"].to_pylist()
+    client_ids = counted["client_id"].to_pylist()
+    counts = counted["count"].to_pylist()
+    pairs = list(zip(principals, client_ids, strict=True))
     groups = replay_groups(quota_file, pairs, members)
     sizes: dict[int, int] = {}
-    for r in counted:
-        group = groups[(r.principal, r.client_id)]
-        sizes[group] = sizes.get(group, 0) + int(r["count"])
-    slots = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    for pair, count in zip(pairs, counts, strict=True):
+        group = groups[pair]
+        sizes[group] = sizes.get(group, 0) + count
     placed = _deal(sizes, slots)
     clients: list[list[tuple[str, str]]] = [[] for _ in range(slots)]
     for client, group in sorted(groups.items()):
         clients[placed[group]].append(client)
-    first_ms = min((int(r["lo"]) for r in counted), default=0)
-    last_ms = max((int(r["hi"]) for r in counted), default=0)
-    return tuple(tuple(c) for c in clients), first_ms, last_ms
+    if not counts:
+        return tuple(tuple(c) for c in clients), 0, 0
+    first_ms = pc.min(counted["lo"]).as_py()
+    last_ms = pc.max(counted["hi"]).as_py()
+    return tuple(tuple(c) for c in clients), int(first_ms), int(last_ms)
 
 
 def _run_slots(spark: SparkSession, job: SlotJob) -> pd.DataFrame:

@@ -43,7 +43,6 @@ def spark_session(
         .config("spark.driver.memory", driver_memory)
         .config("spark.driver.extraJavaOptions", quiet_jvm)
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.default.parallelism", str(shuffle_partitions))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.adaptive.enabled", "true")
