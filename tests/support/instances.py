@@ -100,7 +100,11 @@ class Instance:
         self._reader.start()
         self._ready_line = 0
         self.bootstrap = self._wait_for_bootstrap()
-        self._assert_broker_ports_open(workers)
+        try:
+            self._assert_broker_ports_open(workers)
+        except AssertionError:
+            self.process.kill()  # the test never gets the instance to stop
+            raise
 
     def _wait_for_bootstrap(self) -> str:
         # The reader thread collects the output, so a silent instance fails here after the
