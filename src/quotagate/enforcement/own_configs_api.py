@@ -12,7 +12,8 @@ dynamic ones, as Kafka's does). A config the request did not ask for is not adde
 
 The default broker resource (name "") is the gateway's alone for these configs: when the
 upstream refuses to describe it (a broker that has no dynamic defaults), the gateway answers
-for it with its own configs.
+for it with its own configs. An authorization failure is the upstream's verdict on the
+principal, not on the resource: it stands, and the gateway adds nothing to it.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ _DOCUMENTATION: Final = {
 
 _OWN_KEYS: Final = frozenset(_DOCUMENTATION)
 _DEFAULT_BROKER: Final = (BROKER_RESOURCE, DEFAULT_BROKER)
+_AUTHORIZATION_FAILURES: Final = frozenset(
+    {KioErrorCode.cluster_authorization_failed, KioErrorCode.topic_authorization_failed}
+)
 
 
 class _Asked(NamedTuple):
@@ -147,10 +151,17 @@ class OwnConfigsApiStage(Stage):
             ours = _asked(own_configs(self._store, *key), asked.keys[key])
             if result is None:
                 result = _empty_result(schema, *key)
-            if ours and (result.error_code == KioErrorCode.none or key == _DEFAULT_BROKER):
+            if ours and _answerable(result.error_code, key):
                 result = _with_ours(result, ours, schema, asked.documented)
             results.append(result)
         return dataclasses.replace(response, results=tuple(results))
+
+
+def _answerable(error: KioErrorCode, key: tuple[int, str]) -> bool:
+    """Whether the gateway's configs go into a result with this upstream error."""
+    if error == KioErrorCode.none:
+        return True
+    return key == _DEFAULT_BROKER and error not in _AUTHORIZATION_FAILURES
 
 
 def own_configs(store: QuotaStoreSync, resource_type: int, name: str) -> list[OwnConfig]:
