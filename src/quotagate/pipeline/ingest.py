@@ -16,43 +16,27 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable, Iterator
 from datetime import UTC, timezone
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa
 
 from quotagate.pipeline.errors import PipelineError
 from quotagate.pipeline.events import write_usage
-from quotagate.pipeline.ingest_json import parse_json_request
-from quotagate.pipeline.ingest_text import parse_text_request
-from quotagate.pipeline.logline import (
-    LineError,
-    ParsedRequest,
-    client_host,
-    request_start_ms,
-    split_line,
-)
+from quotagate.pipeline.ingest_line import gateway_of, parse_line
 from quotagate.pipeline.tables import write_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 REPORT_NAME: Final = "_ingest_report.json"
+__all__ = ["REPORT_NAME", "gateway_of", "ingest", "parse_line", "write_parsed"]
+
 SAMPLES: Final = 20
 _SAMPLE_BUCKETS: Final = 2 * SAMPLES
 _STATUSES: Final = ("ok", "error", "other")
-
-
-def parse_line(line: str, gateway_id: str, tz: timezone = UTC) -> dict[str, Any]:
-    """One input line as a usage row plus ``status``/``reason``."""
-    try:
-        split = split_line(line, tz)
-        if split is None:
-            return _status("other", "not a 'Completed request' line", line)
-        logged_ms, body = split
-        parsed = parse_json_request(body) if body.startswith("{") else parse_text_request(body)
-    except LineError as exc:
-        return _status("error", str(exc), line)
-    return _row(parsed, logged_ms, gateway_id)
 
 
 def ingest(
@@ -60,15 +44,35 @@ def ingest(
 ) -> dict[str, Any]:
     """Parse every line under ``logs`` and write events under ``out`` (+ the report).
 
-    The lines are parsed by Spark SQL in the JVM (``ingest_sql``); ``parse_line`` is the
-    same parsing in Python, kept as the reference the tests hold the JVM's to."""
-    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+    One task per core (``defaultParallelism``), each dealt pieces of the log files; each
+    task's Python worker reads its pieces itself, parses them with whole-array kernels
+    (``ingest_arrow``), writes its events with pyarrow and hands back only its count of
+    events and the lines that are not events, which Spark counts and samples. The JVM
+    parses nothing: Spark SQL's parse cost more per line than Python's (BENCHMARKS.md,
+    "Pipeline"). ``parse_line`` is the reference the tests hold the vectorized parse to,
+    and parses the lines that are not a broker's exact shape."""
+    from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415
 
-    from quotagate.pipeline.ingest_sql import parse_lines  # noqa: PLC0415
+    from quotagate.pipeline.ingest_read import deal_pieces  # noqa: PLC0415
+    from quotagate.pipeline.ingest_task import TASK_SCHEMA, IngestJob, run_task  # noqa: PLC0415
 
     files = _input_files(Path(logs))
-    lines = spark.read.text([str(f) for f in files]).withColumn("file", F.input_file_name())
-    return write_parsed(parse_lines(lines, tz), out, logs, len(files))
+    tasks = spark.sparkContext.defaultParallelism
+    # Absolute: an executor's working directory is not the driver's.
+    job = IngestJob(deal_pieces(files, tasks), str(Path(out).resolve()), tz)
+    shutil.rmtree(out, ignore_errors=True)
+    Path(out).mkdir(parents=True)
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                yield from run_task(job, int(task)).to_batches()
+
+    parsed = spark.range(0, tasks, numPartitions=tasks).mapInArrow(
+        run, from_arrow_schema(TASK_SCHEMA)
+    )
+    metrics = parsed.agg(*_bucket_metrics("lines")).collect()[0]
+    return _report(metrics.asDict(), out, logs, len(files))
 
 
 def write_parsed(
@@ -86,8 +90,13 @@ def write_parsed(
     observed = parsed.observe(seen, *_bucket_metrics())
     ok = F.col("status") == "ok"
     write_usage(observed.where(ok).drop("status", "reason", "line"), out, shuffle=False)
-    metrics = seen.get
-    counts = {status: int(metrics[status]) for status in _STATUSES}
+    return _report(seen.get, out, logs, files)
+
+
+def _report(
+    metrics: dict[str, Any], out: str | Path, logs: str | Path, files: int
+) -> dict[str, Any]:
+    counts = {status: int(metrics[status] or 0) for status in _STATUSES}
     if counts["ok"] == 0:
         shutil.rmtree(out, ignore_errors=True)
         raise PipelineError(
@@ -108,48 +117,18 @@ def write_parsed(
     return report
 
 
-def _row(parsed: ParsedRequest, logged_ms: int, gateway_id: str) -> dict[str, Any]:
-    return {
-        "ts_ms": request_start_ms(logged_ms, parsed.total_time_ms),
-        "gateway_id": gateway_id,
-        "listener": parsed.listener,
-        "principal": parsed.principal,
-        "client_id": parsed.client_id,
-        "client_host": client_host(parsed.connection),
-        "api_key": parsed.api_key,
-        "api_version": parsed.api_version,
-        "request_bytes": parsed.request_bytes,
-        "response_bytes": parsed.response_bytes,
-        "topics": [{"topic": t, "bytes": b} for t, b in parsed.topics],
-        "partition_mutations": parsed.partition_mutations,
-        "acks": parsed.acks,
-        "follower": parsed.follower,
-        "validate_only": parsed.validate_only,
-        "gateway_time_us": round(parsed.local_time_ms * 1000),
-        "upstream_time_us": 0,
-        "throttle_ms": parsed.throttle_time_ms,
-        "throttle_cause": "",
-        "error_code": 0,
-        "tenant": "",  # a broker's log names no tenant
-        "shadow_throttle_ms": None,
-        "status": "ok",
-        "reason": None,
-        "line": None,
-    }
-
-
-def _status(status: str, reason: str, line: str) -> dict[str, Any]:
-    return {"status": status, "reason": reason, "line": line[:2000]}
-
-
-def _bucket_metrics() -> list[Any]:
+def _bucket_metrics(counted: str | None = None) -> list[Any]:
     """Aggregates over every parsed line: a count per bucket, and for the two buckets of
     lines that are not events, one sample per hash bucket of the line (bounded memory
-    whatever the number of such lines; lines that share a hash bucket give one sample)."""
+    whatever the number of such lines; lines that share a hash bucket give one sample).
+    With ``counted``, each row stands for that column's number of lines."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     status = F.col("status")
-    metrics = [F.count(F.when(status == name, 1)).alias(name) for name in _STATUSES]
+    if counted is None:
+        metrics = [F.count(F.when(status == name, 1)).alias(name) for name in _STATUSES]
+    else:
+        metrics = [F.sum(F.when(status == name, F.col(counted))).alias(name) for name in _STATUSES]
     spread = F.pmod(F.xxhash64("line"), F.lit(_SAMPLE_BUCKETS))
     for name in ("error", "other"):
         for bucket in range(_SAMPLE_BUCKETS):
@@ -177,11 +156,3 @@ def _input_files(logs: Path) -> list[Path]:
     if not files:
         raise PipelineError(f"{logs} holds no log files (empty directory?)")
     return files
-
-
-def gateway_of(file_uri: str) -> str:
-    """Broker logs carry no broker id; the file name stands in for it (e.g. broker-1.log)."""
-    name = PurePosixPath(file_uri).name
-    for suffix in (".gz", ".log"):
-        name = name.removesuffix(suffix)
-    return name or "broker"

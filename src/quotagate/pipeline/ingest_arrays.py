@@ -1,0 +1,148 @@
+"""Whole-array operations the vectorized ingest needs and ``pyarrow.compute`` lacks: a
+substring at a different place in every row, every match of a pattern in a row, sums
+over lists, Python's rounding. Offsets are in bytes: the arrays hold ASCII or UTF-8 text
+cut at ASCII characters, where a byte offset is a character boundary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+IntArray = np.ndarray[Any, np.dtype[np.int64]]
+BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
+
+
+def offsets_of(array: pa.Array) -> tuple[IntArray, np.ndarray[Any, np.dtype[np.uint8]]]:
+    """Row boundaries (``len + 1`` offsets, from 0) and the bytes of a string/binary array."""
+    array = pa.concat_arrays([array]) if isinstance(array, pa.ChunkedArray) else array
+    width = (
+        np.int64
+        if pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type)
+        else np.int32
+    )
+    _, offsets_buffer, data_buffer = array.buffers()
+    offsets = np.frombuffer(offsets_buffer, width)[array.offset : array.offset + len(array) + 1]
+    data = (
+        np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.empty(0, np.uint8)
+    )
+    return offsets.astype(np.int64), data
+
+
+def lengths(array: pa.Array) -> IntArray:
+    """Byte length of every row (0 for a null)."""
+    return np.asarray(pc.fill_null(pc.binary_length(array), 0).to_numpy(), np.int64)
+
+
+def slice_rows(
+    array: pa.Array, start: IntArray, stop: IntArray, rows: IntArray | None = None
+) -> pa.Array:
+    """Row i's bytes ``[start[i], stop[i])``, as a new array of the same type (empty where
+    ``stop <= start``); with ``rows``, of those rows only (``start``/``stop`` one per row
+    chosen). Only the kept bytes are copied."""
+    offsets, data = offsets_of(array)
+    first, size = offsets[:-1], np.diff(offsets)
+    if rows is not None:
+        first, size = first[rows], size[rows]
+    start = np.clip(start, 0, None)
+    stop = np.maximum(np.minimum(stop, size), start)
+    kept = stop - start
+    new_offsets = np.zeros(len(kept) + 1, np.int64)
+    np.cumsum(kept, out=new_offsets[1:])
+    total = int(new_offsets[-1])
+    # Each output byte's source: its row's first source byte plus its place in the row.
+    source = np.repeat(first + start - new_offsets[:-1], kept) + np.arange(total)
+    chosen = data[source]
+    large = total >= 2**31
+    if pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type):
+        kind = pa.large_binary() if large else pa.binary()
+    else:
+        kind = pa.large_string() if large else pa.string()
+    width = np.int64 if large else np.int32
+    buffers = [None, pa.py_buffer(new_offsets.astype(width)), pa.py_buffer(chosen.tobytes())]
+    return pa.Array.from_buffers(kind, len(kept), buffers)
+
+
+def found(array: pa.Array, pattern: str) -> IntArray:
+    """Byte offset of the first match of the regular expression in every row, -1 if none."""
+    return np.asarray(
+        pc.fill_null(pc.find_substring_regex(array, pattern), -1).to_numpy(), np.int64
+    )
+
+
+def find(array: pa.Array, text: str) -> IntArray:
+    return np.asarray(pc.fill_null(pc.find_substring(array, text), -1).to_numpy(), np.int64)
+
+
+def group(array: pa.Array, pattern: str, name: str) -> pa.Array:
+    """Capture group ``name`` of the first match of ``pattern`` (null where none)."""
+    return pc.struct_field(pc.extract_regex(array, pattern), name)
+
+
+def matched(array: pa.Array, pattern: str) -> BoolArray:
+    return np.asarray(pc.fill_null(pc.match_substring_regex(array, pattern), False).to_numpy())
+
+
+def integers_after(array: pa.Array, marker: str, value: str = r"-?\d+") -> pa.ListArray:
+    """Per row, every integer ``value`` that directly follows a match of ``marker`` (as
+    Python's ``re.findall(marker + "(" + value + ")")`` finds them, for a marker whose
+    matches cannot overlap or hold the value's characters)."""
+    pieces = pc.split_pattern_regex(array, marker)
+    offsets = np.asarray(pieces.offsets.to_numpy(), np.int64)
+    flat = pc.list_flatten(pieces)
+    parents = np.asarray(pc.list_parent_indices(pieces).to_numpy(), np.int64)
+    after_marker = np.ones(len(flat), np.bool_)
+    after_marker[offsets[:-1][np.diff(offsets) > 0]] = False  # each row's first piece
+    digits = pc.struct_field(pc.extract_regex(flat, f"^(?P<v>{value})"), "v")
+    keep = after_marker & np.asarray(pc.is_valid(digits).to_numpy(zero_copy_only=False))
+    values = pc.cast(pc.filter(digits, pa.array(keep)), pa.int64())
+    counts = np.bincount(parents[keep], minlength=len(array))
+    new_offsets = np.zeros(len(array) + 1, np.int64)
+    np.cumsum(counts, out=new_offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(new_offsets.astype(np.int32)), values)
+
+
+def list_sums(lists: pa.Array, values: pa.Array | IntArray | None = None) -> IntArray:
+    """Sum of every row's list (of ``values``, one per list element, if given); 0 for an
+    empty or null list, nulls counting 0."""
+    flat = pc.list_flatten(lists) if values is None else values
+    parents = np.asarray(pc.list_parent_indices(lists).to_numpy(), np.int64)
+    if isinstance(flat, np.ndarray):
+        numbers = flat.astype(np.int64)
+    else:
+        numbers = np.asarray(pc.fill_null(flat, 0).to_numpy(zero_copy_only=False), np.int64)
+    return np.bincount(parents, weights=numbers, minlength=len(lists)).astype(np.int64)
+
+
+def list_counts(lists: pa.ListArray) -> IntArray:
+    return np.asarray(pc.fill_null(pc.list_value_length(lists), 0).to_numpy(), np.int64)
+
+
+def python_round(values: np.ndarray[Any, np.dtype[np.float64]]) -> IntArray:
+    """``round()`` of each float: to the nearest integer, halves to even."""
+    return np.asarray(np.rint(values), np.int64)
+
+
+def as_bool(array: pa.Array) -> BoolArray:
+    return np.asarray(pc.fill_null(array, False).to_numpy(zero_copy_only=False), np.bool_)
+
+
+def parents_of(lists: pa.Array) -> IntArray:
+    """The row of every element of ``pc.list_flatten(lists)``."""
+    return np.asarray(pc.list_parent_indices(lists).to_numpy(), np.int64)
+
+
+def with_values(lists: pa.Array, values: pa.Array, keep: BoolArray | None = None) -> pa.Array:
+    """Lists shaped as ``lists`` (nulls where it has nulls) holding ``values``, one per
+    element of ``pc.list_flatten(lists)``; with ``keep``, only the rows it marks keep
+    their elements (the others are empty)."""
+    counts = list_counts(lists)
+    if keep is not None:
+        values = pc.filter(values, pa.array(np.repeat(keep, counts)))
+        counts = np.where(keep, counts, 0)
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    mask = None if keep is not None else pc.is_null(lists)
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, mask=mask)

@@ -1,0 +1,79 @@
+"""One ingest task's whole work, in the executor's Python worker: read its pieces of the
+request logs, parse them a block at a time (``ingest_arrow``), write its events as
+``date=…/hour=…/`` Parquet and hand back only its count of events and the lines that are
+not events (for the report's counts and samples). The JVM schedules the task and sees no
+event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timezone
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from quotagate.pipeline.ingest_arrow import REST_SCHEMA, parse_block
+from quotagate.pipeline.ingest_line import gateway_of
+from quotagate.pipeline.ingest_read import Piece, read_lines
+from quotagate.usage.schema import USAGE_SCHEMA
+
+# The lines that are not events, one row each, and one row counting the events.
+TASK_SCHEMA: Final = pa.schema([*REST_SCHEMA, ("lines", pa.int64())])
+
+
+@dataclass(frozen=True, slots=True)
+class IngestJob:
+    """What every task needs: its pieces, where events go, the logs' time zone."""
+
+    pieces: tuple[tuple[Piece, ...], ...]
+    out: str
+    tz: timezone
+
+
+def run_task(job: IngestJob, task: int) -> pa.Table:
+    writers: dict[tuple[str, str], pq.ParquetWriter] = {}
+    events = 0
+    rest: list[pa.Table] = []
+    try:
+        for piece in job.pieces[task]:
+            gateway_id = gateway_of(Path(piece.path).as_uri())
+            for lines in read_lines(piece):
+                block = parse_block(lines, gateway_id, job.tz)
+                events += block.events.num_rows
+                _write(block.events, Path(job.out), task, writers)
+                rest.append(block.rest)
+    finally:
+        for writer in writers.values():
+            writer.close()
+    counted = pa.table(
+        {"status": ["ok"], "reason": [None], "line": [None], "lines": [events]}, schema=TASK_SCHEMA
+    )
+    lines = [t.append_column("lines", pa.array(np.ones(t.num_rows, np.int64))) for t in rest]
+    return pa.concat_tables([counted, *lines])
+
+
+def _write(
+    events: pa.Table, out: Path, task: int, writers: dict[tuple[str, str], pq.ParquetWriter]
+) -> None:
+    """Each hour's events, in time order, onto the task's file of that hour."""
+    if not events.num_rows:
+        return
+    stamp = pc.cast(events["ts_ms"], pa.timestamp("ms", tz="UTC"))
+    hours = pc.strftime(stamp, "%Y-%m-%d %H")
+    events = events.append_column("_hour", hours)
+    for value in pc.unique(hours).to_pylist():
+        chosen = events.filter(pc.equal(events["_hour"], value)).drop_columns(["_hour"])
+        chosen = chosen.sort_by("ts_ms")
+        date, hour = value.split(" ")
+        writer = writers.get((date, hour))
+        if writer is None:
+            directory = out / f"date={date}" / f"hour={hour}"
+            directory.mkdir(parents=True, exist_ok=True)
+            writer = pq.ParquetWriter(directory / f"part-{task:05d}.parquet", USAGE_SCHEMA)
+            writers[(date, hour)] = writer
+        writer.write_table(chosen)
