@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
+_INLINE = 12
 BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
 
 
@@ -41,28 +42,35 @@ def slice_rows(
 ) -> pa.Array:
     """Row i's bytes ``[start[i], stop[i])``, as a new array of the same type (empty where
     ``stop <= start``); with ``rows``, of those rows only (``start``/``stop`` one per row
-    chosen). Only the kept bytes are copied."""
+    chosen).
+
+    Built as a view array over the same bytes (one 16-byte view per row, no byte copied
+    by numpy), then cast to a plain one by Arrow: a byte-by-byte gather in numpy cost
+    twenty times as much."""
     offsets, data = offsets_of(array)
     first, size = offsets[:-1], np.diff(offsets)
     if rows is not None:
         first, size = first[rows], size[rows]
     start = np.clip(start, 0, None)
     stop = np.maximum(np.minimum(stop, size), start)
-    kept = stop - start
-    new_offsets = np.zeros(len(kept) + 1, np.int64)
-    np.cumsum(kept, out=new_offsets[1:])
-    total = int(new_offsets[-1])
-    # Each output byte's source: its row's first source byte plus its place in the row.
-    source = np.repeat(first + start - new_offsets[:-1], kept) + np.arange(total)
-    chosen = data[source]
-    large = total >= 2**31
-    if pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type):
-        kind = pa.large_binary() if large else pa.binary()
-    else:
-        kind = pa.large_string() if large else pa.string()
-    width = np.int64 if large else np.int32
-    buffers = [None, pa.py_buffer(new_offsets.astype(width)), pa.py_buffer(chosen.tobytes())]
-    return pa.Array.from_buffers(kind, len(kept), buffers)
+    length = stop - start
+    source = first + start
+    views = np.zeros((len(length), 16), np.uint8)
+    words = views.view(np.int32)  # length, 4 prefix bytes, buffer index, offset
+    words[:, 0] = length
+    padded = np.concatenate([data, np.zeros(16, np.uint8)])
+    # Up to 12 bytes are held in the view itself; longer ones by their first 4 and offset.
+    short = length <= _INLINE
+    inline = padded[source[short, None] + np.arange(_INLINE)]
+    inline[np.arange(_INLINE)[None, :] >= length[short, None]] = 0
+    views[short, 4:] = inline
+    views[~short, 4:8] = padded[source[~short, None] + np.arange(4)]
+    words[~short, 3] = source[~short]
+    binary = pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)
+    kind = pa.binary_view() if binary else pa.string_view()
+    buffers = [None, pa.py_buffer(views), pa.py_buffer(data)]
+    viewed = pa.Array.from_buffers(kind, len(length), buffers)
+    return viewed.cast(pa.binary() if binary else pa.string())
 
 
 def found(array: pa.Array, pattern: str) -> IntArray:

@@ -20,6 +20,8 @@ from typing import Final, Protocol
 import numpy as np
 import pyarrow as pa
 
+from quotagate.pipeline.errors import PipelineError
+
 # A task reads its range this many bytes at a time (and a line more): one Arrow array of
 # lines per block, far below the 2 GiB a string array can hold.
 BLOCK_BYTES: Final = 16 << 20
@@ -71,10 +73,10 @@ def read_lines(piece: Piece) -> Iterator[pa.StringArray]:
     for raw in _blocks(piece):
         block = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if b"\r" in raw else raw
         try:
-            yield _split(block).cast(pa.string())
+            yield _split(block, piece.path).cast(pa.string())
         except pa.ArrowInvalid:
             text = block.decode("utf-8", "replace").encode()
-            yield _split(text).cast(pa.string())
+            yield _split(text, piece.path).cast(pa.string())
 
 
 def _blocks(piece: Piece) -> Iterator[bytes]:
@@ -104,7 +106,7 @@ def _whole_lines(stream: _Stream, end: int) -> Iterator[bytes]:
         yield block
 
 
-def _split(block: bytes) -> pa.BinaryArray:
+def _split(block: bytes, path: str) -> pa.BinaryArray:
     """``block``'s lines as one array over a copy of its bytes without the ``\\n``s."""
     if not block:
         return pa.array([], pa.binary())
@@ -117,7 +119,7 @@ def _split(block: bytes) -> pa.BinaryArray:
     offsets[0] = 0
     offsets[1:] = ends - np.arange(count)
     data = block.replace(b"\n", b"")
-    kind = pa.binary() if len(data) < 2**31 else pa.large_binary()
-    width = np.int32 if kind == pa.binary() else np.int64
-    buffers = [None, pa.py_buffer(offsets.astype(width)), pa.py_buffer(data)]
-    return pa.Array.from_buffers(kind, count, buffers)
+    if len(data) >= 2**31:
+        raise PipelineError(f"a line of 2 GiB or more in {path}")
+    buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+    return pa.Array.from_buffers(pa.binary(), count, buffers)
