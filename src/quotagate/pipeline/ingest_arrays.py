@@ -51,8 +51,8 @@ def slice_rows(
     first, size = offsets[:-1], np.diff(offsets)
     if rows is not None:
         first, size = first[rows], size[rows]
-    start = np.clip(start, 0, None)
-    stop = np.maximum(np.minimum(stop, size), start)
+    start = np.clip(start, 0, size)
+    stop = np.clip(stop, start, size)
     length = stop - start
     source = first + start
     views = np.zeros((len(length), 16), np.uint8)
