@@ -79,7 +79,9 @@ def write_parsed(
     parsed: DataFrame, out: str | Path, logs: str | Path, files: int
 ) -> dict[str, Any]:
     """Write the events among ``parsed`` (usage columns plus ``status``, ``reason`` and
-    ``line``, as ``ingest_sql.parse_lines`` returns them) and the report of all lines.
+    ``line`` per line, as ``parse_line`` returns them) with Spark, and the report of all
+    lines: the write of the ingest that parsed every line with ``parse_line`` in a Python
+    worker, which ``benchmarks/pipeline.py`` runs as its baseline.
 
     One pass over the lines: the write of the events also counts every bucket and keeps
     samples of the lines that are not events (no cache, no second parse)."""
