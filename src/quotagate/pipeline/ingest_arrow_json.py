@@ -29,6 +29,7 @@ from quotagate.pipeline.ingest_arrays import (
     list_sums,
     offsets_of,
     parents_of,
+    slice_rows,
     with_values,
 )
 from quotagate.quota import request_rules as rules
@@ -117,8 +118,7 @@ def parse_json_bodies(lines: pa.Array, chosen: IntArray, start: IntArray, stop: 
     """The KIP-673 bodies at bytes ``[start, stop)`` of the ``chosen`` rows of ``lines``
     (one entry of ``start``/``stop`` per chosen row), each followed in its line by at least
     one byte (the logger's suffix)."""
-    offsets, data = offsets_of(lines)
-    document, readable, keys_found = _read(offsets, data, chosen, start, stop)
+    document, readable, keys_found = _read(lines, chosen, start, stop)
     parsed = _facts(document, readable)
     if keys_found is None:  # the buffer's count did not settle it: count row by row
         counts = pc.count_substring(lines.take(pa.array(chosen)), _SIZE_KEY)
@@ -128,7 +128,7 @@ def parse_json_bodies(lines: pa.Array, chosen: IntArray, start: IntArray, stop: 
 
 
 def _read(
-    offsets: IntArray, data: np.ndarray, chosen: IntArray, start: IntArray, stop: IntArray
+    lines: pa.Array, chosen: IntArray, start: IntArray, stop: IntArray
 ) -> tuple[pa.Table, BoolArray, IntArray | None]:
     """Every body read (a row of nulls where it could not be), which could, and how many
     ``recordsSizeInBytes`` keys each holds (None if not known from the whole buffer). A
@@ -139,7 +139,7 @@ def _read(
     keys: int | None = None
     while pending:
         part = pending.pop()
-        read = _read_ndjson(offsets, data, chosen[part], start[part], stop[part])
+        read = _read_ndjson(lines, chosen[part], start[part], stop[part])
         if read is not None:
             table, keys = read
             tables.append(table.append_column("_row", pa.array(part)))
@@ -171,23 +171,17 @@ def _nulls(count: int) -> pa.Table:
 
 
 def _read_ndjson(
-    offsets: IntArray, data: np.ndarray, rows: IntArray, start: IntArray, stop: IntArray
+    lines: pa.Array, rows: IntArray, start: IntArray, stop: IntArray
 ) -> tuple[pa.Table, int | None] | None:
-    """The bodies as one newline-delimited JSON buffer (the bytes around each body
-    blanked, a line end after it), read, with the buffer's count of size keys (None if
-    the buffer has an escaped character); None if the reader refuses the buffer or does
-    not read exactly one document per body."""
+    """The bodies as one newline-delimited JSON buffer, read, with the buffer's count of
+    size keys (None if the buffer has an escaped character); None if the reader refuses
+    the buffer or does not read exactly one document per body."""
     if len(rows) == 0:
         return _nulls(0), 0
-    origin = offsets[rows[0]]
-    buffer = data[origin : offsets[rows[-1] + 1]].copy()
-    body_start = offsets[rows] - origin + start
-    body_stop = offsets[rows] - origin + stop
-    gap_start = np.concatenate([[0], body_stop])
-    gap = np.concatenate([body_start, [len(buffer)]]) - gap_start
-    within = np.arange(int(gap.sum())) - np.repeat(np.cumsum(gap) - gap, gap)
-    buffer[np.repeat(gap_start, gap) + within] = ord(" ")
-    buffer[body_stop] = ord("\n")
+    # Each body with the byte after it (the suffix's blank), which becomes its line end.
+    offsets, data = offsets_of(slice_rows(lines, start, stop + 1, rows))
+    buffer = data[offsets[0] : offsets[-1]].copy()
+    buffer[offsets[1:] - offsets[0] - 1] = ord("\n")
     text = buffer.tobytes()
     try:
         table = pj.read_json(

@@ -8,13 +8,12 @@ event.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 from typing import Final
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from quotagate.pipeline.ingest_arrow import REST_SCHEMA, parse_block
@@ -22,6 +21,7 @@ from quotagate.pipeline.ingest_line import gateway_of
 from quotagate.pipeline.ingest_read import Piece, read_lines
 from quotagate.usage.schema import USAGE_SCHEMA
 
+_HOUR_MS: Final = 3_600_000
 # The lines that are not events, one row each, and one row counting the events.
 TASK_SCHEMA: Final = pa.schema([*REST_SCHEMA, ("lines", pa.int64())])
 
@@ -63,17 +63,18 @@ def _write(
     """Each hour's events, in time order, onto the task's file of that hour."""
     if not events.num_rows:
         return
-    stamp = pc.cast(events["ts_ms"], pa.timestamp("ms", tz="UTC"))
-    hours = pc.strftime(stamp, "%Y-%m-%d %H")
-    events = events.append_column("_hour", hours)
-    for value in pc.unique(hours).to_pylist():
-        chosen = events.filter(pc.equal(events["_hour"], value)).drop_columns(["_hour"])
-        chosen = chosen.sort_by("ts_ms")
-        date, hour = value.split(" ")
-        writer = writers.get((date, hour))
+    stamps = np.asarray(events["ts_ms"].to_numpy(), np.int64)
+    order = np.argsort(stamps, kind="stable")
+    events = events.take(pa.array(order))
+    hours = stamps[order] // _HOUR_MS
+    bounds = np.flatnonzero(np.diff(hours)) + 1
+    for begin, end in zip(np.r_[0, bounds], np.r_[bounds, len(hours)], strict=True):
+        stamp = datetime.fromtimestamp(int(hours[begin]) * 3600, UTC)
+        key = (stamp.strftime("%Y-%m-%d"), stamp.strftime("%H"))
+        writer = writers.get(key)
         if writer is None:
-            directory = out / f"date={date}" / f"hour={hour}"
+            directory = out / f"date={key[0]}" / f"hour={key[1]}"
             directory.mkdir(parents=True, exist_ok=True)
             writer = pq.ParquetWriter(directory / f"part-{task:05d}.parquet", USAGE_SCHEMA)
-            writers[(date, hour)] = writer
-        writer.write_table(chosen)
+            writers[key] = writer
+        writer.write_table(events.slice(int(begin), int(end - begin)))
