@@ -71,8 +71,7 @@ def ingest(
     parsed = spark.range(0, tasks, numPartitions=tasks).mapInArrow(
         run, from_arrow_schema(TASK_SCHEMA)
     )
-    metrics = parsed.agg(*_bucket_metrics("lines")).collect()[0]
-    return _report(metrics.asDict(), out, logs, len(files))
+    return _report(_bucket_samples(parsed), out, logs, len(files))
 
 
 def write_parsed(
@@ -119,18 +118,33 @@ def _report(
     return report
 
 
-def _bucket_metrics(counted: str | None = None) -> list[Any]:
+def _bucket_samples(tasks: DataFrame) -> dict[str, Any]:
+    """What ``_bucket_metrics`` finds, from the tasks' rows (``status``, ``reason``,
+    ``line`` and the ``lines`` each stands for), grouped by status and hash bucket of the
+    line: a small plan, where the 83 aggregates of one row cost a second of planning and
+    code generation per ingest (BENCHMARKS.md, "Pipeline")."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+
+    bucket = F.pmod(F.xxhash64("line"), F.lit(_SAMPLE_BUCKETS)).alias("bucket")
+    sample = F.when(F.col("status") != "ok", F.to_json(F.struct("line", "reason")))
+    grouped = tasks.groupBy("status", bucket).agg(
+        F.sum("lines").alias("lines"), F.min(sample).alias("sample")
+    )
+    metrics: dict[str, Any] = dict.fromkeys(_STATUSES, 0)
+    for row in grouped.collect():
+        metrics[row["status"]] += row["lines"]
+        metrics[f"{row['status']}_{row['bucket']}"] = row["sample"]
+    return metrics
+
+
+def _bucket_metrics() -> list[Any]:
     """Aggregates over every parsed line: a count per bucket, and for the two buckets of
     lines that are not events, one sample per hash bucket of the line (bounded memory
-    whatever the number of such lines; lines that share a hash bucket give one sample).
-    With ``counted``, each row stands for that column's number of lines."""
+    whatever the number of such lines; lines that share a hash bucket give one sample)."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     status = F.col("status")
-    if counted is None:
-        metrics = [F.count(F.when(status == name, 1)).alias(name) for name in _STATUSES]
-    else:
-        metrics = [F.sum(F.when(status == name, F.col(counted))).alias(name) for name in _STATUSES]
+    metrics = [F.count(F.when(status == name, 1)).alias(name) for name in _STATUSES]
     spread = F.pmod(F.xxhash64("line"), F.lit(_SAMPLE_BUCKETS))
     for name in ("error", "other"):
         for bucket in range(_SAMPLE_BUCKETS):
@@ -144,7 +158,7 @@ def _bucket_metrics(counted: str | None = None) -> list[Any]:
 
 
 def _samples(metrics: Any, status: str) -> list[dict[str, str]]:
-    found = (metrics[f"{status}_{bucket}"] for bucket in range(_SAMPLE_BUCKETS))
+    found = (metrics.get(f"{status}_{bucket}") for bucket in range(_SAMPLE_BUCKETS))
     samples = [json.loads(text) for text in found if text is not None][:SAMPLES]
     return [{"reason": sample.get("reason"), "line": sample["line"]} for sample in samples]
 
