@@ -66,7 +66,7 @@ def ingest(
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for task in batch.column(0).to_pylist():
-                yield from run_task(job, int(task)).to_batches()
+                yield from run_task(job, int(task))
 
     parsed = spark.range(0, tasks, numPartitions=tasks).mapInArrow(
         run, from_arrow_schema(TASK_SCHEMA)

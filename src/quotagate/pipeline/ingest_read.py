@@ -5,17 +5,19 @@ A line belongs to the range its first byte is in, so ranges can be cut anywhere:
 whose range starts inside a line skips to the next one, and its last line runs past its
 range's end. Lines end at ``\\n``, ``\\r\\n`` or ``\\r``, as Spark's text reader ends them;
 bytes that are not UTF-8 are read as U+FFFD, as Python's ``errors="replace"`` reads them.
-Gzip files (``.gz``) cannot be cut and go whole to one task.
+Compressed files (gzip ``.gz``, bzip2 ``.bz2``, which Spark's text reader also reads) are
+read whole by one task.
 """
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +35,9 @@ class _Stream(Protocol):
     def read(self, size: int = ..., /) -> bytes: ...
     def readline(self, size: int = ..., /) -> bytes: ...
     def tell(self) -> int: ...
+
+
+_OPENERS: Final[dict[str, Callable[..., Any]]] = {".gz": gzip.GzipFile, ".bz2": bz2.BZ2File}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +58,7 @@ def deal_pieces(files: list[Path], tasks: int) -> tuple[tuple[Piece, ...], ...]:
     pieces: list[tuple[int, Piece]] = []
     for path, size in sizes.items():
         absolute = str(path.resolve())
-        if path.suffix == ".gz" or size <= share:
+        if path.suffix in _OPENERS or size <= share:
             pieces.append((size, Piece(absolute, 0, -1)))
             continue
         for start in range(0, size, share):
@@ -82,8 +87,9 @@ def read_lines(piece: Piece) -> Iterator[pa.StringArray]:
 def _blocks(piece: Piece) -> Iterator[bytes]:
     """Whole lines of the piece, about ``BLOCK_BYTES`` at a time; each block ends with a
     line end except, perhaps, the file's last."""
-    if piece.path.endswith(".gz"):
-        with gzip.open(piece.path, "rb") as stream:
+    opener = _OPENERS.get(Path(piece.path).suffix)
+    if opener is not None:
+        with opener(piece.path, "rb") as stream:
             yield from _whole_lines(stream, -1)
         return
     with open(piece.path, "rb") as stream:

@@ -7,6 +7,7 @@ event.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timezone
 from pathlib import Path
@@ -35,10 +36,11 @@ class IngestJob:
     tz: timezone
 
 
-def run_task(job: IngestJob, task: int) -> pa.Table:
+def run_task(job: IngestJob, task: int) -> Iterator[pa.RecordBatch]:
+    """The task's lines that are not events, a block at a time (so that a log of mostly
+    other loggers' lines never has to fit in memory), then one row counting its events."""
     writers: dict[tuple[str, str], pq.ParquetWriter] = {}
     events = 0
-    rest: list[pa.Table] = []
     try:
         for piece in job.pieces[task]:
             gateway_id = gateway_of(Path(piece.path).as_uri())
@@ -46,15 +48,13 @@ def run_task(job: IngestJob, task: int) -> pa.Table:
                 block = parse_block(lines, gateway_id, job.tz)
                 events += block.events.num_rows
                 _write(block.events, Path(job.out), task, writers)
-                rest.append(block.rest)
+                ones = pa.array(np.ones(block.rest.num_rows, np.int64))
+                yield from block.rest.append_column("lines", ones).to_batches()
     finally:
         for writer in writers.values():
             writer.close()
-    counted = pa.table(
-        {"status": ["ok"], "reason": [None], "line": [None], "lines": [events]}, schema=TASK_SCHEMA
-    )
-    lines = [t.append_column("lines", pa.array(np.ones(t.num_rows, np.int64))) for t in rest]
-    return pa.concat_tables([counted, *lines])
+    counted = {"status": ["ok"], "reason": [None], "line": [None], "lines": [events]}
+    yield from pa.table(counted, schema=TASK_SCHEMA).to_batches()
 
 
 def _write(
