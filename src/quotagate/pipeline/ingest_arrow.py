@@ -76,24 +76,28 @@ def parse_block(lines: pa.Array, gateway_id: str, tz: timezone) -> Block:
             continue
         parsed = parse(binary, rows, start[rows], stop[rows])
         handed_back[rows[~parsed.ok]] = True
-        events = _events(parsed, utc_ms(logged_ms[rows[parsed.ok]], tz), gateway_id)
-        tables.append(events)
+        tables.append(_events(parsed, utc_ms(logged_ms[rows[parsed.ok]], tz), gateway_id))
     rest = [_other_lines(lines, other)]
-    fallback_rows = np.flatnonzero(handed_back)
-    if len(fallback_rows):
-        texts = lines.take(pa.array(fallback_rows)).to_pylist()
-        parsed_rows = [parse_line(text, gateway_id, tz) for text in texts]
-        events = [row for row in parsed_rows if row["status"] == "ok"]
-        tables.append(
-            pa.Table.from_pylist(
-                [{name: row[name] for name in USAGE_SCHEMA.names} for row in events],
-                schema=USAGE_SCHEMA,
-            )
-        )
-        failed = [row for row in parsed_rows if row["status"] != "ok"]
-        rest.append(pa.Table.from_pylist(failed, schema=REST_SCHEMA))
+    if handed_back.any():
+        texts = lines.take(pa.array(np.flatnonzero(handed_back))).to_pylist()
+        events, failed = _by_reference(texts, gateway_id, tz)
+        tables.append(events)
+        rest.append(failed)
     events = pa.concat_tables(tables) if tables else USAGE_SCHEMA.empty_table()
     return Block(events, pa.concat_tables(rest))
+
+
+def _by_reference(texts: list[str], gateway_id: str, tz: timezone) -> tuple[pa.Table, pa.Table]:
+    """The events and the failed lines among ``texts``, as ``parse_line`` parses them."""
+    parsed = [parse_line(text, gateway_id, tz) for text in texts]
+    events = [
+        {name: row[name] for name in USAGE_SCHEMA.names} for row in parsed if row["status"] == "ok"
+    ]
+    failed = [row for row in parsed if row["status"] != "ok"]
+    return (
+        pa.Table.from_pylist(events, schema=USAGE_SCHEMA),
+        pa.Table.from_pylist(failed, schema=REST_SCHEMA),
+    )
 
 
 def _broker_shaped(binary: pa.Array, marker: IntArray) -> tuple[BoolArray, IntArray]:

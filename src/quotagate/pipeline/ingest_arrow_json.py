@@ -118,21 +118,20 @@ def parse_json_bodies(lines: pa.Array, chosen: IntArray, start: IntArray, stop: 
     """The KIP-673 bodies at bytes ``[start, stop)`` of the ``chosen`` rows of ``lines``
     (one entry of ``start``/``stop`` per chosen row), each followed in its line by at least
     one byte (the logger's suffix)."""
-    document, readable, keys_found = _read(lines, chosen, start, stop)
-    parsed = _facts(document, readable)
-    if keys_found is None:  # the buffer's count did not settle it: count row by row
-        counts = pc.count_substring(lines.take(pa.array(chosen)), _SIZE_KEY)
-        keys_found = np.asarray(counts.to_numpy(), np.int64)
-        parsed = _facts(document, readable, keys_found)
-    return parsed
+    document, readable, all_keys_read = _read(lines, chosen, start, stop)
+    if all_keys_read:
+        return _facts(document, readable)
+    # The buffer's count did not settle it: count row by row.
+    counts = pc.count_substring(lines.take(pa.array(chosen)), _SIZE_KEY)
+    return _facts(document, readable, np.asarray(counts.to_numpy(), np.int64))
 
 
 def _read(
     lines: pa.Array, chosen: IntArray, start: IntArray, stop: IntArray
-) -> tuple[pa.Table, BoolArray, IntArray | None]:
-    """Every body read (a row of nulls where it could not be), which could, and how many
-    ``recordsSizeInBytes`` keys each holds (None if not known from the whole buffer). A
-    buffer the reader rejects is halved until the bodies it rejects are found."""
+) -> tuple[pa.Table, BoolArray, bool]:
+    """Every body read (a row of nulls where it could not be), which could, and whether
+    every ``recordsSizeInBytes`` key of the bodies is known to be one read. A buffer the
+    reader rejects is halved until the bodies it rejects are found."""
     readable = np.ones(len(chosen), np.bool_)
     tables: list[pa.Table] = []
     pending = [np.arange(len(chosen))]
@@ -150,20 +149,19 @@ def _read(
             pending += [part[half:], part[:half]]
     if len(tables) == 1 and readable.all():
         document = tables[0].drop_columns(["_row"])
-        return document, readable, None if keys is None else _spread(document, keys)
+        return document, readable, keys is not None and _all_read(document, keys)
     missing = np.flatnonzero(~readable)
     tables.append(_nulls(len(missing)).append_column("_row", pa.array(missing)))
     merged = pa.concat_tables(tables)
     merged = merged.take(pc.sort_indices(merged["_row"]))
-    return merged.drop_columns(["_row"]), readable, None
+    return merged.drop_columns(["_row"]), readable, False
 
 
-def _spread(document: pa.Table, keys: int) -> IntArray | None:
-    """Per body, its count of keys, when the buffer's total says it: equal to the total
-    read, in a buffer with no escaped character (a key read is then a key written, so no
-    body can hold more than was read from it)."""
-    read = _keys_read(document)
-    return read if int(read.sum()) == keys else None
+def _all_read(document: pa.Table, keys: int) -> bool:
+    """Whether the buffer's ``keys`` (written with no escaped character) are all read:
+    each key read is then one written in its body, so equal totals mean equal counts in
+    every body."""
+    return int(_keys_read(document).sum()) == keys
 
 
 def _nulls(count: int) -> pa.Table:
