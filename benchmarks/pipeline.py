@@ -160,7 +160,7 @@ def _stages(
     )
     if args.ingest_only:
         stages.append(("ingest", args.log_lines, lambda: ingest(spark, logs, run / "ingested")))
-        return [*stages, old_ingest]
+        return stages if args.no_python_ingest else [*stages, old_ingest]
     stages += [
         ("ingest", args.log_lines, lambda: ingest(spark, logs, run / "ingested")),
         ("rollup", events, lambda: rollup(spark, ev, run / "rollup")),
