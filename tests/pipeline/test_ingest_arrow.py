@@ -197,6 +197,14 @@ BROKER_LINES = [
         )
     ),
     _json_line(_json(requestHeader=_DELETE, request={"topics": [{"name": "a"}]}, response=None)),
+    _json_line(
+        _json(
+            requestHeader=_DELETE,
+            request={"topicData": []},
+            response={"responses": [{"partitions": [{"recordsSizeInBytes": 1}]}, None]},
+        )
+    ),
+    _json_line(_json(requestHeader=_CREATE, request={"topics": []}, response={"topics": [{}]})),
     _text_line("{acks=0,partitionSizes=[a-0=5,b-b-1=7,a-2=1]}", "{}"),
     _text_line("{acks=-1,numPartitions=1}", "{}", extra=",clientInformation:X(y=1)"),
     _text_line("{replicaId=2}", "{r=Records(size=5),s=FileRecords(size=7, x)}", api="FETCH"),

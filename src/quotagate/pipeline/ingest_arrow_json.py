@@ -325,8 +325,10 @@ def _mutations(
     error = pc.fill_null(pc.struct_field(result_items, "errorCode"), 0)
     succeeded = as_bool(pc.equal(error, 0))
     # The reference skips entries that are not objects: handed back.
-    ok = _no_null_items(topics) & _no_null_items(results)
     name_counts = list_counts(names)
+    # A request that names no topic counts none, whatever its response says.
+    nameless = name_counts == 0
+    ok = _no_null_items(topics) & (_no_null_items(results) | nameless)
     aligned = says & (name_counts == list_counts(results))
     left = pc.filter(pc.list_flatten(names), pa.array(aligned[parents_of(names)]))
     right_rows = aligned[result_parents]
@@ -337,9 +339,9 @@ def _mutations(
     differing = parents_of(names)[aligned[parents_of(names)]][~same]
     aligned[differing] = False
     aligned &= _no_repeated_names(pc.struct_field(result_items, "name"), result_parents, rows)
-    ok &= ~(mutation & says) | aligned
+    ok &= ~(mutation & says) | aligned | nameless
     succeeded_count = np.bincount(result_parents, weights=succeeded, minlength=rows)
-    others = np.where(says, succeeded_count.astype(np.int64), name_counts)
+    others = np.where(says & ~nameless, succeeded_count.astype(np.int64), name_counts)
     created = _created(
         topic_items,
         parents_of(topics),
