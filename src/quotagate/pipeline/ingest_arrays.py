@@ -12,13 +12,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 IntArray = np.ndarray[Any, np.dtype[np.int64]]
-_INLINE = 12
 BoolArray = np.ndarray[Any, np.dtype[np.bool_]]
+# Bytes an Arrow view holds in itself; longer values are pointed at.
+_INLINE = 12
 
 
 def offsets_of(array: pa.Array) -> tuple[IntArray, np.ndarray[Any, np.dtype[np.uint8]]]:
-    """Row boundaries (``len + 1`` offsets, from 0) and the bytes of a string/binary array."""
-    array = pa.concat_arrays([array]) if isinstance(array, pa.ChunkedArray) else array
+    """Where each row starts in the bytes (``len + 1`` offsets, the last where the last
+    row ends) and the bytes of a string/binary array."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if len(array) == 0:
+        return np.zeros(1, np.int64), np.empty(0, np.uint8)
     width = (
         np.int64
         if pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type)
@@ -59,7 +64,7 @@ def slice_rows(
     words = views.view(np.int32)  # length, 4 prefix bytes, buffer index, offset
     words[:, 0] = length
     padded = np.concatenate([data, np.zeros(16, np.uint8)])
-    # Up to 12 bytes are held in the view itself; longer ones by their first 4 and offset.
+    # A short value is copied into its view; a longer one by its first 4 bytes and offset.
     short = length <= _INLINE
     inline = padded[source[short, None] + np.arange(_INLINE)]
     inline[np.arange(_INLINE)[None, :] >= length[short, None]] = 0
@@ -87,10 +92,6 @@ def find(array: pa.Array, text: str) -> IntArray:
 def group(array: pa.Array, pattern: str, name: str) -> pa.Array:
     """Capture group ``name`` of the first match of ``pattern`` (null where none)."""
     return pc.struct_field(pc.extract_regex(array, pattern), name)
-
-
-def matched(array: pa.Array, pattern: str) -> BoolArray:
-    return np.asarray(pc.fill_null(pc.match_substring_regex(array, pattern), False).to_numpy())
 
 
 def integers_after(array: pa.Array, marker: str, value: str = r"-?\d+") -> pa.ListArray:
