@@ -67,6 +67,11 @@ def main() -> None:
         help="only generate, replay (open and closed loop) and the one-process loop",
     )
     parser.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="only generate, render the logs, ingest and the old parser's ingest",
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -102,20 +107,21 @@ def main() -> None:
             if not (args.no_python_ingest or args.replay_only):
                 same = _same_events(run / "ingested", run / "ingested-python")
                 measured["ingest_identical_events"] = same
-                print(f"JVM and Python ingest wrote identical events: {same}")
+                print(f"ingest and the old parser's ingest wrote identical events: {same}")
             figures["masters"][master] = measured
             spark.stop()
         frame = _events_frame(ev)
-        for _ in range(args.repeat):
+        for _ in range(0 if args.ingest_only else args.repeat):
             cpu_before = time.process_time()
             seconds = _timed(lambda f=frame: replay_frame(f, CANDIDATE, closed_loop=False))
             cpu_s = time.process_time() - cpu_before
-        figures["python loop"] = {
-            "seconds": round(seconds, 2),
-            "events_per_s": round(events / seconds),
-            "events_per_cpu_s": round(events / cpu_s),
-        }
-        _print_row("python loop (1 proc)", events, seconds, {"driver": round(cpu_s, 2)})
+        if not args.ingest_only:
+            figures["python loop"] = {
+                "seconds": round(seconds, 2),
+                "events_per_s": round(events / seconds),
+                "events_per_cpu_s": round(events / cpu_s),
+            }
+            _print_row("python loop (1 proc)", events, seconds, {"driver": round(cpu_s, 2)})
     _print_summary(figures, masters)
     figures["load_average"] = os.getloadavg()
     print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*figures["load_average"]))
@@ -147,6 +153,14 @@ def _stages(
     ]
     if args.replay_only:
         return stages + replays
+    old_ingest: Stage = (
+        "ingest, old Python parser",
+        args.log_lines,
+        lambda: _python_ingest(spark, logs, run / "ingested-python"),
+    )
+    if args.ingest_only:
+        stages.append(("ingest", args.log_lines, lambda: ingest(spark, logs, run / "ingested")))
+        return stages if args.no_python_ingest else [*stages, old_ingest]
     stages += [
         ("ingest", args.log_lines, lambda: ingest(spark, logs, run / "ingested")),
         ("rollup", events, lambda: rollup(spark, ev, run / "rollup")),
@@ -165,13 +179,7 @@ def _stages(
         ),
     ]
     if not args.no_python_ingest:
-        stages.append(
-            (
-                "ingest, old Python parser",
-                args.log_lines,
-                lambda: _python_ingest(spark, logs, run / "ingested-python"),
-            )
-        )
+        stages.append(old_ingest)
     return stages
 
 
@@ -207,8 +215,8 @@ def _print_summary(figures: dict[str, Any], masters: list[str]) -> None:
         first, last = runs[0].get(name), runs[-1].get(name)
         scaling = f"{first['seconds'] / last['seconds']:.2f}x" if first and last else "-"
         print(f"| {name} | " + " | ".join(cells) + f" | {scaling} |")
-    loop = figures["python loop"]["events_per_s"]
-    for master, run in zip(masters, runs, strict=True):
+    loop = figures["python loop"]["events_per_s"] if "python loop" in figures else None
+    for master, run in zip(masters, runs, strict=True) if loop else ():
         for mode in ("open loop", "closed loop"):
             ratio = run[f"replay ({mode})"]["events_per_s"] / loop
             print(f"replay ({mode}) on {master} / one-process loop (open): {ratio:.2f}x")
@@ -217,7 +225,7 @@ def _print_summary(figures: dict[str, Any], masters: list[str]) -> None:
             runs[-1]["ingest"]["events_per_s"]
             / runs[-1]["ingest, old Python parser"]["events_per_s"]
         )
-        print(f"ingest on {masters[-1]}: JVM parser / old Python parser, lines/s: {speedup:.1f}x")
+        print(f"ingest on {masters[-1]} / old Python parser's ingest, lines/s: {speedup:.1f}x")
 
 
 def _print_row(label: str, count: int, seconds: float, cpu: dict[str, float] | None = None) -> None:

@@ -16,43 +16,27 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterable, Iterator
 from datetime import UTC, timezone
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa
 
 from quotagate.pipeline.errors import PipelineError
 from quotagate.pipeline.events import write_usage
-from quotagate.pipeline.ingest_json import parse_json_request
-from quotagate.pipeline.ingest_text import parse_text_request
-from quotagate.pipeline.logline import (
-    LineError,
-    ParsedRequest,
-    client_host,
-    request_start_ms,
-    split_line,
-)
+from quotagate.pipeline.ingest_line import gateway_of, parse_line
 from quotagate.pipeline.tables import write_json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 REPORT_NAME: Final = "_ingest_report.json"
+__all__ = ["REPORT_NAME", "gateway_of", "ingest", "parse_line", "write_parsed"]
+
 SAMPLES: Final = 20
 _SAMPLE_BUCKETS: Final = 2 * SAMPLES
 _STATUSES: Final = ("ok", "error", "other")
-
-
-def parse_line(line: str, gateway_id: str, tz: timezone = UTC) -> dict[str, Any]:
-    """One input line as a usage row plus ``status``/``reason``."""
-    try:
-        split = split_line(line, tz)
-        if split is None:
-            return _status("other", "not a 'Completed request' line", line)
-        logged_ms, body = split
-        parsed = parse_json_request(body) if body.startswith("{") else parse_text_request(body)
-    except LineError as exc:
-        return _status("error", str(exc), line)
-    return _row(parsed, logged_ms, gateway_id)
 
 
 def ingest(
@@ -60,22 +44,43 @@ def ingest(
 ) -> dict[str, Any]:
     """Parse every line under ``logs`` and write events under ``out`` (+ the report).
 
-    The lines are parsed by Spark SQL in the JVM (``ingest_sql``); ``parse_line`` is the
-    same parsing in Python, kept as the reference the tests hold the JVM's to."""
-    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+    One task per core (``defaultParallelism``), each dealt pieces of the log files; each
+    task's Python worker reads its pieces itself, parses them with whole-array kernels
+    (``ingest_arrow``), writes its events with pyarrow and hands back only its count of
+    events and the lines that are not events, which Spark counts and samples. The JVM
+    parses nothing: Spark SQL's parse cost more per line than Python's (BENCHMARKS.md,
+    "Pipeline"). ``parse_line`` is the reference the tests hold the vectorized parse to,
+    and parses the lines that are not a broker's exact shape."""
+    from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415
 
-    from quotagate.pipeline.ingest_sql import parse_lines  # noqa: PLC0415
+    from quotagate.pipeline.ingest_read import deal_pieces  # noqa: PLC0415
+    from quotagate.pipeline.ingest_task import TASK_SCHEMA, IngestJob, run_task  # noqa: PLC0415
 
     files = _input_files(Path(logs))
-    lines = spark.read.text([str(f) for f in files]).withColumn("file", F.input_file_name())
-    return write_parsed(parse_lines(lines, tz), out, logs, len(files))
+    tasks = spark.sparkContext.defaultParallelism
+    # Absolute: an executor's working directory is not the driver's.
+    job = IngestJob(deal_pieces(files, tasks), str(Path(out).resolve()), tz)
+    shutil.rmtree(out, ignore_errors=True)
+    Path(out).mkdir(parents=True)
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                yield from run_task(job, int(task))
+
+    parsed = spark.range(0, tasks, numPartitions=tasks).mapInArrow(
+        run, from_arrow_schema(TASK_SCHEMA)
+    )
+    return _report(_bucket_samples(parsed), out, logs, len(files))
 
 
 def write_parsed(
     parsed: DataFrame, out: str | Path, logs: str | Path, files: int
 ) -> dict[str, Any]:
     """Write the events among ``parsed`` (usage columns plus ``status``, ``reason`` and
-    ``line``, as ``ingest_sql.parse_lines`` returns them) and the report of all lines.
+    ``line`` per line, as ``parse_line`` returns them) with Spark, and the report of all
+    lines: the write of the ingest that parsed every line with ``parse_line`` in a Python
+    worker, which ``benchmarks/pipeline.py`` runs as its baseline.
 
     One pass over the lines: the write of the events also counts every bucket and keeps
     samples of the lines that are not events (no cache, no second parse)."""
@@ -86,8 +91,13 @@ def write_parsed(
     observed = parsed.observe(seen, *_bucket_metrics())
     ok = F.col("status") == "ok"
     write_usage(observed.where(ok).drop("status", "reason", "line"), out, shuffle=False)
-    metrics = seen.get
-    counts = {status: int(metrics[status]) for status in _STATUSES}
+    return _report(seen.get, out, logs, files)
+
+
+def _report(
+    metrics: dict[str, Any], out: str | Path, logs: str | Path, files: int
+) -> dict[str, Any]:
+    counts = {status: int(metrics[status] or 0) for status in _STATUSES}
     if counts["ok"] == 0:
         shutil.rmtree(out, ignore_errors=True)
         raise PipelineError(
@@ -108,38 +118,23 @@ def write_parsed(
     return report
 
 
-def _row(parsed: ParsedRequest, logged_ms: int, gateway_id: str) -> dict[str, Any]:
-    return {
-        "ts_ms": request_start_ms(logged_ms, parsed.total_time_ms),
-        "gateway_id": gateway_id,
-        "listener": parsed.listener,
-        "principal": parsed.principal,
-        "client_id": parsed.client_id,
-        "client_host": client_host(parsed.connection),
-        "api_key": parsed.api_key,
-        "api_version": parsed.api_version,
-        "request_bytes": parsed.request_bytes,
-        "response_bytes": parsed.response_bytes,
-        "topics": [{"topic": t, "bytes": b} for t, b in parsed.topics],
-        "partition_mutations": parsed.partition_mutations,
-        "acks": parsed.acks,
-        "follower": parsed.follower,
-        "validate_only": parsed.validate_only,
-        "gateway_time_us": round(parsed.local_time_ms * 1000),
-        "upstream_time_us": 0,
-        "throttle_ms": parsed.throttle_time_ms,
-        "throttle_cause": "",
-        "error_code": 0,
-        "tenant": "",  # a broker's log names no tenant
-        "shadow_throttle_ms": None,
-        "status": "ok",
-        "reason": None,
-        "line": None,
-    }
+def _bucket_samples(tasks: DataFrame) -> dict[str, Any]:
+    """What ``_bucket_metrics`` finds, from the tasks' rows (``status``, ``reason``,
+    ``line`` and the ``lines`` each stands for), grouped by status and hash bucket of the
+    line: a small plan, where the 83 aggregates of one row cost a second of planning and
+    code generation per ingest (BENCHMARKS.md, "Pipeline")."""
+    from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
-
-def _status(status: str, reason: str, line: str) -> dict[str, Any]:
-    return {"status": status, "reason": reason, "line": line[:2000]}
+    bucket = F.pmod(F.xxhash64("line"), F.lit(_SAMPLE_BUCKETS)).alias("bucket")
+    sample = F.when(F.col("status") != "ok", F.to_json(F.struct("line", "reason")))
+    grouped = tasks.groupBy("status", bucket).agg(
+        F.sum("lines").alias("lines"), F.min(sample).alias("sample")
+    )
+    metrics: dict[str, Any] = dict.fromkeys(_STATUSES, 0)
+    for row in grouped.collect():
+        metrics[row["status"]] += row["lines"]
+        metrics[f"{row['status']}_{row['bucket']}"] = row["sample"]
+    return metrics
 
 
 def _bucket_metrics() -> list[Any]:
@@ -163,7 +158,7 @@ def _bucket_metrics() -> list[Any]:
 
 
 def _samples(metrics: Any, status: str) -> list[dict[str, str]]:
-    found = (metrics[f"{status}_{bucket}"] for bucket in range(_SAMPLE_BUCKETS))
+    found = (metrics.get(f"{status}_{bucket}") for bucket in range(_SAMPLE_BUCKETS))
     samples = [json.loads(text) for text in found if text is not None][:SAMPLES]
     return [{"reason": sample.get("reason"), "line": sample["line"]} for sample in samples]
 
@@ -177,11 +172,3 @@ def _input_files(logs: Path) -> list[Path]:
     if not files:
         raise PipelineError(f"{logs} holds no log files (empty directory?)")
     return files
-
-
-def gateway_of(file_uri: str) -> str:
-    """Broker logs carry no broker id; the file name stands in for it (e.g. broker-1.log)."""
-    name = PurePosixPath(file_uri).name
-    for suffix in (".gz", ".log"):
-        name = name.removesuffix(suffix)
-    return name or "broker"

@@ -44,7 +44,7 @@ def parse_json_request(body: str) -> ParsedRequest:
         parsed.topics = _produce_topics(request)
         parsed.request_bytes = sum(size for _, size in parsed.topics)
         acks = request.get("acks")
-        parsed.acks = acks if isinstance(acks, int) else None
+        parsed.acks = acks if _is_int(acks) else None
     elif api_key == rules.FETCH:
         parsed.response_bytes = sum(_sizes(response))
         parsed.follower = _is_follower(request)
@@ -135,7 +135,7 @@ def _object(document: dict[str, Any], key: str) -> dict[str, Any]:
 def _int(header: dict[str, Any], *keys: str) -> int:
     for key in keys:
         value = header.get(key)
-        if isinstance(value, int):
+        if isinstance(value, int) and _is_int(value):
             return value
         if isinstance(value, str) and key == "apiKey":
             known = apis.API_NAMES.get(value)
@@ -156,3 +156,8 @@ def _str(document: dict[str, Any], key: str) -> str:
     if not isinstance(value, str):
         raise LineError(f"missing string {key!r}")
     return value
+
+
+def _is_int(value: Any) -> bool:
+    """A JSON integer (``true`` is a bool to JSON, though an int to Python)."""
+    return isinstance(value, int) and not isinstance(value, bool)
