@@ -23,8 +23,9 @@ SHARES: Final = {
     "round_trip": 0.05,
     "oauthbearer": 0.05,
     "tenant_rules": 0.02,
+    "ingest": 0.03,
     "sasl": 0.05,
-    "lies": 0.3,
+    "lies": 0.27,
     "sockets": 0.2,
     "live": 0.33,
 }

@@ -129,11 +129,6 @@ def list_counts(lists: pa.ListArray) -> IntArray:
     return np.asarray(pc.fill_null(pc.list_value_length(lists), 0).to_numpy(), np.int64)
 
 
-def python_round(values: np.ndarray[Any, np.dtype[np.float64]]) -> IntArray:
-    """``round()`` of each float: to the nearest integer, halves to even."""
-    return np.asarray(np.rint(values), np.int64)
-
-
 def as_bool(array: pa.Array) -> BoolArray:
     return np.asarray(pc.fill_null(array, False).to_numpy(zero_copy_only=False), np.bool_)
 

@@ -26,13 +26,12 @@ from quotagate.pipeline.ingest_arrays import (
     as_bool,
     find,
     offsets_of,
-    python_round,
 )
 from quotagate.pipeline.ingest_arrow_json import Parsed, parse_json_bodies
 from quotagate.pipeline.ingest_arrow_text import parse_text_bodies
 from quotagate.pipeline.ingest_line import SAMPLE_CHARS, parse_line
 from quotagate.pipeline.logline import MARKER
-from quotagate.usage.schema import USAGE_SCHEMA
+from quotagate.usage.schema import TOPIC_BYTES_TYPE, USAGE_SCHEMA
 
 OTHER_REASON: Final = "not a 'Completed request' line"
 # What the task hands back for lines that are not events (with a count for ``ok``).
@@ -76,7 +75,10 @@ def parse_block(lines: pa.Array, gateway_id: str, tz: timezone) -> Block:
             continue
         parsed = parse(binary, rows, start[rows], stop[rows])
         handed_back[rows[~parsed.ok]] = True
-        tables.append(_events(parsed, utc_ms(logged_ms[rows[parsed.ok]], tz), gateway_id))
+        read = rows[parsed.ok]
+        events, fits = _events(parsed, utc_ms(logged_ms[read], tz), gateway_id)
+        handed_back[read[~fits]] = True
+        tables.append(events)
     rest = [_other_lines(lines, other)]
     if handed_back.any():
         texts = lines.take(pa.array(np.flatnonzero(handed_back))).to_pylist()
@@ -188,11 +190,28 @@ def _other_lines(lines: pa.Array, other: BoolArray) -> pa.Table:
     )
 
 
-def _events(parsed: Parsed, logged_ms: IntArray, gateway_id: str) -> pa.Table:
+FloatArray = np.ndarray[Any, np.dtype[np.float64]]
+# Columns computed from floats, checked before they are made integers.
+_DERIVED: Final = frozenset({"ts_ms", "gateway_time_us", "throttle_ms"})
+_NUMPY_INTEGERS: Final[dict[pa.DataType, type[np.integer[Any]]]] = {
+    pa.int8(): np.int8,
+    pa.int16(): np.int16,
+    pa.int32(): np.int32,
+    pa.int64(): np.int64,
+}
+
+
+def _events(parsed: Parsed, logged_ms: IntArray, gateway_id: str) -> tuple[pa.Table, BoolArray]:
+    """The events of the rows whose numbers fit their columns, and which rows those are
+    (the others are the reference's to refuse, as it refuses them: out of range)."""
     rows = len(logged_ms)
+    start_ms = logged_ms - np.rint(parsed.total_ms)
+    local_us = np.rint(parsed.local_ms * 1000)
+    fits = _within(start_ms, np.int64) & _within(local_us, np.int64)
+    fits &= _within(parsed.throttle_ms, np.int32)
     host = pc.struct_field(pc.extract_regex(parsed.connection, r"^[^-]*-(?P<peer>[^-]*)-"), "peer")
     columns: dict[str, Any] = {
-        "ts_ms": logged_ms - python_round(parsed.total_ms),
+        "ts_ms": np.where(fits, start_ms, 0).astype(np.int64),
         "gateway_id": pa.repeat(pa.scalar(gateway_id), rows),
         "listener": parsed.listener,
         "principal": parsed.principal,
@@ -207,16 +226,47 @@ def _events(parsed: Parsed, logged_ms: IntArray, gateway_id: str) -> pa.Table:
         "acks": parsed.acks,
         "follower": parsed.follower,
         "validate_only": parsed.validate_only,
-        "gateway_time_us": python_round(parsed.local_ms * 1000),
+        "gateway_time_us": np.where(fits, local_us, 0).astype(np.int64),
         "upstream_time_us": np.zeros(rows, np.int64),
-        "throttle_ms": parsed.throttle_ms,
+        "throttle_ms": np.where(fits, parsed.throttle_ms, 0).astype(np.int32),
         "throttle_cause": pa.repeat(pa.scalar(""), rows),
         "error_code": np.zeros(rows, np.int16),
         "tenant": pa.repeat(pa.scalar(""), rows),
         "shadow_throttle_ms": pa.nulls(rows, pa.int32()),
     }
+    for field in USAGE_SCHEMA:
+        if field.name in _DERIVED or not pa.types.is_signed_integer(field.type):
+            continue
+        values = _array(columns[field.name])
+        if pa.types.is_integer(values.type) and values.type.bit_width > field.type.bit_width:
+            numbers = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
+            fits &= _within(np.asarray(numbers, np.float64), _NUMPY_INTEGERS[field.type])
+    fits &= _topic_bytes_fit(_array(columns["topics"]))
+    if not fits.all():
+        keep = pa.array(fits)
+        columns = {name: _array(values).filter(keep) for name, values in columns.items()}
     arrays = [_array(columns[f.name]).cast(f.type) for f in USAGE_SCHEMA]
-    return pa.Table.from_arrays(arrays, schema=USAGE_SCHEMA)
+    return pa.Table.from_arrays(arrays, schema=USAGE_SCHEMA), fits
+
+
+def _topic_bytes_fit(topics: pa.Array) -> BoolArray:
+    """Per row, whether every topic's bytes fit the usage column's type."""
+    fits = np.ones(len(topics), np.bool_)
+    flat = pc.list_flatten(topics)
+    if not len(flat):
+        return fits
+    numbers = pc.fill_null(pc.struct_field(flat, "bytes"), 0).to_numpy(zero_copy_only=False)
+    kind = _NUMPY_INTEGERS[TOPIC_BYTES_TYPE.field("bytes").type]
+    outside = ~_within(np.asarray(numbers, np.float64), kind)
+    fits[np.asarray(pc.list_parent_indices(topics).to_numpy(), np.int64)[outside]] = False
+    return fits
+
+
+def _within(values: FloatArray, kind: type[np.integer[Any]]) -> BoolArray:
+    """Which values are integers of ``kind``'s range (NaN and infinities are not)."""
+    info = np.iinfo(kind)
+    # float(info.max) of int64 rounds up to 2**63, itself out of range: hence "<".
+    return np.asarray((values >= float(info.min)) & (values < float(info.max) + 1), np.bool_)
 
 
 def _array(values: Any) -> pa.Array:

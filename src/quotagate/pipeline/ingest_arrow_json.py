@@ -104,7 +104,8 @@ class Parsed:
     connection: pa.Array
     total_ms: np.ndarray
     local_ms: np.ndarray
-    throttle_ms: IntArray
+    throttle_ms: np.ndarray
+    """Whole milliseconds, as floats: whether they fit an int32 is decided with the rest."""
     request_bytes: IntArray
     response_bytes: IntArray
     topics: pa.Array
@@ -227,7 +228,7 @@ def _facts(doc: pa.Table, readable: BoolArray, keys: IntArray | None = None) -> 
     items = pc.list_flatten(topic_data)
     names = [_nonempty(pc.struct_field(items, field)) for field in ("name", "topicId")]
     topic = pa.StructArray.from_arrays(
-        [pc.coalesce(*names, ""), pc.cast(pa.array(topic_sizes), pa.int32())],
+        [pc.coalesce(*names, ""), pa.array(topic_sizes, pa.int64())],
         names=["topic", "bytes"],
     )
     topics = with_values(topic_data, topic, keep=produce)
@@ -268,7 +269,7 @@ def _facts(doc: pa.Table, readable: BoolArray, keys: IntArray | None = None) -> 
         connection=kept(pc.fill_null(doc["connection"].combine_chunks(), "")),
         total_ms=kept_numbers("totalTimeMs"),
         local_ms=kept_numbers("localTimeMs"),
-        throttle_ms=np.trunc(kept_numbers("throttleTimeMs")).astype(np.int64),
+        throttle_ms=np.trunc(kept_numbers("throttleTimeMs")),
         request_bytes=request_bytes[ok],
         response_bytes=response_bytes[ok],
         topics=kept(topics),

@@ -43,6 +43,7 @@ _NUMBER: Final = r"^-?\d+(?:\.\d+)?$"
 _PARTITION_SIZE: Final = rf"([^\[\],={{}}{_SPACE}]+)-(\d+)=(\d+)"
 _TOPIC_NAME: Final = rf"(?:\bname|\btopic)=['\"]?[^,'\"){_SPACE}]+"
 _API_NAMES: Final = pa.array(list(apis.API_NAMES))
+_LONG_NUMBER: Final = r"\d{16}"
 _API_KEYS: Final = pa.array(list(apis.API_NAMES.values()), pa.int64())
 
 
@@ -62,6 +63,9 @@ def parse_text_bodies(
         slice_rows(body, zero, np.where(header_cut < 0, 0, header_cut + 5)), _HEADER
     )
     ok = as_bool(pc.is_valid(header))
+    # A number of 16 digits or more may not fit its column or a float: the reference
+    # decides, exactly (no broker writes one).
+    ok &= ~as_bool(pc.match_substring_regex(body, _LONG_NUMBER))
     name = pc.fill_null(pc.struct_field(header, "key"), "")
     index = pc.index_in(name, value_set=_API_NAMES)
     ok &= as_bool(pc.is_valid(index))
@@ -129,14 +133,14 @@ def parse_text_bodies(
     return Parsed(
         ok=ok,
         api_key=kept(api_key),
-        api_version=kept(pc.cast(pc.struct_field(header, "version"), pa.int64())),
+        api_version=pc.cast(kept(pc.struct_field(header, "version")), pa.int64()),
         client_id=kept(pc.struct_field(header, "client")),
         principal=kept(principal),
         listener=kept(listener),
         connection=kept(pc.cast(connection, pa.string())),
         total_ms=times["totalTime"][ok],
         local_ms=times["localTime"][ok],
-        throttle_ms=np.trunc(times["throttleTime"][ok]).astype(np.int64),
+        throttle_ms=np.trunc(times["throttleTime"][ok]),
         request_bytes=request_bytes[ok],
         response_bytes=response_bytes[ok],
         topics=kept(topics),

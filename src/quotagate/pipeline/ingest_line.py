@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from datetime import UTC, timezone
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Final
+
+import pyarrow as pa
 
 from quotagate.pipeline.ingest_json import parse_json_request
 from quotagate.pipeline.ingest_text import parse_text_request
@@ -19,8 +21,22 @@ from quotagate.pipeline.logline import (
     request_start_ms,
     split_line,
 )
+from quotagate.usage.schema import TOPIC_BYTES_TYPE, USAGE_SCHEMA
 
 SAMPLE_CHARS = 2000
+
+
+def _range(kind: pa.DataType) -> tuple[int, int]:
+    return -(2 ** (kind.bit_width - 1)), 2 ** (kind.bit_width - 1) - 1
+
+
+INTEGER_RANGES: Final = tuple(
+    (field.name, *_range(field.type))
+    for field in USAGE_SCHEMA
+    if pa.types.is_signed_integer(field.type)
+)
+"""(column, lowest, highest) of the usage columns that hold integers."""
+_TOPIC_BYTES: Final = _range(TOPIC_BYTES_TYPE.field("bytes").type)
 
 
 def parse_line(line: str, gateway_id: str, tz: timezone = UTC) -> dict[str, Any]:
@@ -31,9 +47,26 @@ def parse_line(line: str, gateway_id: str, tz: timezone = UTC) -> dict[str, Any]
             return _status("other", "not a 'Completed request' line", line)
         logged_ms, body = split
         parsed = parse_json_request(body) if body.startswith("{") else parse_text_request(body)
+        row = _row(parsed, logged_ms, gateway_id)
+        _check_ranges(row)
     except LineError as exc:
         return _status("error", str(exc), line)
-    return _row(parsed, logged_ms, gateway_id)
+    except (TypeError, ValueError, OverflowError, AttributeError) as exc:
+        # A value of a kind no broker writes (a list for a name, NaN for a time): the line
+        # is damaged; one such line must not fail the ingest of all the others.
+        return _status("error", f"unreadable request ({type(exc).__name__})", line)
+    return row
+
+
+def _check_ranges(row: dict[str, Any]) -> None:
+    """Every number must fit its usage column, as the vectorized parse requires too."""
+    for name, low, high in INTEGER_RANGES:
+        value = row[name]
+        if isinstance(value, int) and not low <= value <= high:
+            raise LineError(f"{name} out of range")
+    for topic in row["topics"]:
+        if not _TOPIC_BYTES[0] <= topic["bytes"] <= _TOPIC_BYTES[1]:
+            raise LineError("topic bytes out of range")
 
 
 def _row(parsed: ParsedRequest, logged_ms: int, gateway_id: str) -> dict[str, Any]:
