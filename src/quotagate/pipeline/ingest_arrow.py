@@ -29,7 +29,7 @@ from quotagate.pipeline.ingest_arrays import (
 )
 from quotagate.pipeline.ingest_arrow_json import Parsed, parse_json_bodies
 from quotagate.pipeline.ingest_arrow_text import parse_text_bodies
-from quotagate.pipeline.ingest_line import SAMPLE_CHARS, parse_line
+from quotagate.pipeline.ingest_line import SAMPLE_CHARS, integer_range, parse_line
 from quotagate.pipeline.logline import MARKER
 from quotagate.usage.schema import TOPIC_BYTES_TYPE, USAGE_SCHEMA
 
@@ -193,12 +193,6 @@ def _other_lines(lines: pa.Array, other: BoolArray) -> pa.Table:
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 # Columns computed from floats, checked before they are made integers.
 _DERIVED: Final = frozenset({"ts_ms", "gateway_time_us", "throttle_ms"})
-_NUMPY_INTEGERS: Final[dict[pa.DataType, type[np.integer[Any]]]] = {
-    pa.int8(): np.int8,
-    pa.int16(): np.int16,
-    pa.int32(): np.int32,
-    pa.int64(): np.int64,
-}
 
 
 def _events(parsed: Parsed, logged_ms: IntArray, gateway_id: str) -> tuple[pa.Table, BoolArray]:
@@ -207,8 +201,8 @@ def _events(parsed: Parsed, logged_ms: IntArray, gateway_id: str) -> tuple[pa.Ta
     rows = len(logged_ms)
     start_ms = logged_ms - np.rint(parsed.total_ms)
     local_us = np.rint(parsed.local_ms * 1000)
-    fits = _within(start_ms, np.int64) & _within(local_us, np.int64)
-    fits &= _within(parsed.throttle_ms, np.int32)
+    fits = _within(start_ms, pa.int64()) & _within(local_us, pa.int64())
+    fits &= _within(parsed.throttle_ms, pa.int32())
     host = pc.struct_field(pc.extract_regex(parsed.connection, r"^[^-]*-(?P<peer>[^-]*)-"), "peer")
     columns: dict[str, Any] = {
         "ts_ms": np.where(fits, start_ms, 0).astype(np.int64),
@@ -240,7 +234,7 @@ def _events(parsed: Parsed, logged_ms: IntArray, gateway_id: str) -> tuple[pa.Ta
         values = _array(columns[field.name])
         if pa.types.is_integer(values.type) and values.type.bit_width > field.type.bit_width:
             numbers = pc.fill_null(values, 0).to_numpy(zero_copy_only=False)
-            fits &= _within(np.asarray(numbers, np.float64), _NUMPY_INTEGERS[field.type])
+            fits &= _within(np.asarray(numbers, np.float64), field.type)
     fits &= _topic_bytes_fit(_array(columns["topics"]))
     if not fits.all():
         keep = pa.array(fits)
@@ -256,17 +250,17 @@ def _topic_bytes_fit(topics: pa.Array) -> BoolArray:
     if not len(flat):
         return fits
     numbers = pc.fill_null(pc.struct_field(flat, "bytes"), 0).to_numpy(zero_copy_only=False)
-    kind = _NUMPY_INTEGERS[TOPIC_BYTES_TYPE.field("bytes").type]
-    outside = ~_within(np.asarray(numbers, np.float64), kind)
+    outside = ~_within(np.asarray(numbers, np.float64), TOPIC_BYTES_TYPE.field("bytes").type)
     fits[np.asarray(pc.list_parent_indices(topics).to_numpy(), np.int64)[outside]] = False
     return fits
 
 
-def _within(values: FloatArray, kind: type[np.integer[Any]]) -> BoolArray:
-    """Which values are integers of ``kind``'s range (NaN and infinities are not)."""
-    info = np.iinfo(kind)
-    # float(info.max) of int64 rounds up to 2**63, itself out of range: hence "<".
-    return np.asarray((values >= float(info.min)) & (values < float(info.max) + 1), np.bool_)
+def _within(values: FloatArray, kind: pa.DataType) -> BoolArray:
+    """Which values lie in the range of the integer type ``kind``, as the reference checks
+    it (NaN and infinities do not)."""
+    low, high = integer_range(kind)
+    # high + 1 is a power of two, exact as a float where high itself may not be.
+    return np.asarray((values >= float(low)) & (values < float(high + 1)), np.bool_)
 
 
 def _array(values: Any) -> pa.Array:

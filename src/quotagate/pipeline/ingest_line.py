@@ -26,17 +26,18 @@ from quotagate.usage.schema import TOPIC_BYTES_TYPE, USAGE_SCHEMA
 SAMPLE_CHARS = 2000
 
 
-def _range(kind: pa.DataType) -> tuple[int, int]:
+def integer_range(kind: pa.DataType) -> tuple[int, int]:
+    """The lowest and highest value of a signed integer type."""
     return -(2 ** (kind.bit_width - 1)), 2 ** (kind.bit_width - 1) - 1
 
 
 INTEGER_RANGES: Final = tuple(
-    (field.name, *_range(field.type))
+    (field.name, *integer_range(field.type))
     for field in USAGE_SCHEMA
     if pa.types.is_signed_integer(field.type)
 )
 """(column, lowest, highest) of the usage columns that hold integers."""
-_TOPIC_BYTES: Final = _range(TOPIC_BYTES_TYPE.field("bytes").type)
+_TOPIC_BYTES: Final = integer_range(TOPIC_BYTES_TYPE.field("bytes").type)
 
 
 def parse_line(line: str, gateway_id: str, tz: timezone = UTC) -> dict[str, Any]:
