@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from fuzz.budget import Budget, run_examples
 from quotagate.pipeline.ingest_arrow import parse_block
-from quotagate.pipeline.ingest_line import parse_line
 from quotagate.usage.schema import USAGE_SCHEMA
+from support.ingest_rows import ordered, reference
 
 _LOGS: Final = Path(__file__).resolve().parent.parent / "pipeline" / "fixtures" / "logs"
 _MARKER: Final = "Completed request:"
@@ -128,32 +128,13 @@ def _damaged(data: st.DataObject) -> str:
     return _damaged_text(data, line)
 
 
-def _canonical(row: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    topics = row.get("topics")
-    if topics is not None:
-        row = {**row, "topics": tuple((t["topic"], t["bytes"]) for t in topics)}
-    return tuple(sorted(row.items()))
-
-
 def _check(lines: list[str]) -> None:
-    expected = [parse_line(line, _GATEWAY, UTC) for line in lines]
+    events, rest = reference(lines, _GATEWAY, UTC)
     block = parse_block(pa.array(lines, pa.string()), _GATEWAY, UTC)
     assert block.events.schema == USAGE_SCHEMA
     assert block.events.num_rows + block.rest.num_rows == len(lines)  # nothing lost
-    events = [{k: r[k] for k in USAGE_SCHEMA.names} for r in expected if r["status"] == "ok"]
-    want_events = sorted(map(_canonical, events), key=repr)
-    want_rest = sorted(
-        (
-            _canonical({k: r[k] for k in ("status", "reason", "line")})
-            for r in expected
-            if r["status"] != "ok"
-        ),
-        key=repr,
-    )
-    got_events = sorted(map(_canonical, block.events.to_pylist()), key=repr)
-    got_rest = sorted(map(_canonical, block.rest.to_pylist()), key=repr)
-    assert got_rest == want_rest, lines
-    assert got_events == want_events, lines
+    assert ordered(block.rest.to_pylist()) == rest, lines
+    assert ordered(block.events.to_pylist()) == events, lines
 
 
 def test_damaged_request_log_lines_are_read_alike_or_refused(budget: Budget) -> None:

@@ -22,18 +22,10 @@ from quotagate.pipeline.ingest_arrow import REST_SCHEMA, parse_block
 from quotagate.pipeline.ingest_read import Piece, deal_pieces, read_lines
 from quotagate.pipeline.ingest_task import IngestJob, run_task
 from quotagate.usage.schema import USAGE_SCHEMA
+from support.ingest_rows import Row, ordered, reference
 
 from .conftest import FIXTURES
 from .request_logs import Broker, write_logs
-
-Row = tuple[tuple[str, Any], ...]
-
-
-def _canonical(row: dict[str, Any]) -> Row:
-    topics = row.get("topics")
-    if topics is not None:
-        row = {**row, "topics": tuple((t["topic"], t["bytes"]) for t in topics)}
-    return tuple(sorted(row.items()))
 
 
 def spark_lines(data: bytes) -> list[str]:
@@ -44,14 +36,6 @@ def spark_lines(data: bytes) -> list[str]:
     return [piece.decode("utf-8", "replace") for piece in pieces]
 
 
-def reference(lines: list[str], gateway_id: str, tz: timezone) -> tuple[list[Row], list[Row]]:
-    """(events, other lines) as the reference parser makes them."""
-    rows = [parse_line(line, gateway_id, tz) for line in lines]
-    events = [{k: r[k] for k in USAGE_SCHEMA.names} for r in rows if r["status"] == "ok"]
-    rest = [{k: r[k] for k in ("status", "reason", "line")} for r in rows if r["status"] != "ok"]
-    return sorted(map(_canonical, events), key=repr), sorted(map(_canonical, rest), key=repr)
-
-
 def vectorized(path: Path, tz: timezone) -> tuple[list[Row], list[Row]]:
     events: list[dict[str, Any]] = []
     rest: list[dict[str, Any]] = []
@@ -60,7 +44,7 @@ def vectorized(path: Path, tz: timezone) -> tuple[list[Row], list[Row]]:
         assert block.events.schema == USAGE_SCHEMA
         events += block.events.to_pylist()
         rest += block.rest.to_pylist()
-    return sorted(map(_canonical, events), key=repr), sorted(map(_canonical, rest), key=repr)
+    return ordered(events), ordered(rest)
 
 
 def assert_alike(path: Path, tz: timezone = UTC) -> tuple[list[Row], list[Row]]:
@@ -400,7 +384,7 @@ def test_ingest_writes_the_reference_events_and_samples(
         ]
     written = ds.dataset(tmp_path / "events", format="parquet", partitioning="hive")
     table = written.to_table(columns=list(USAGE_SCHEMA.names))
-    assert sorted(map(_canonical, table.to_pylist()), key=repr) == sorted(expected_events, key=repr)
+    assert ordered(table.to_pylist()) == sorted(expected_events, key=repr)
     assert table.schema == USAGE_SCHEMA
 
     # The samples as the ingest that parsed in the JVM picked them from the same lines.
