@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 KAFKAJS := tests/clients/kafkajs
 KAFKAJS_STAMP := $(KAFKAJS)/node_modules/.package-lock.json
 
-.PHONY: run test lint bench clean tools fuzz native
+.PHONY: run test lint bench clean tools fuzz native jars
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,10 +25,15 @@ native: $(STAMP)
 run: native
 	$(BIN)/quotagate serve --config examples/quotagate.toml
 
-test: native tools $(KAFKAJS_STAMP)
+test: native tools jars $(KAFKAJS_STAMP)
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy
 	$(BIN)/pytest
+
+# Apache Kafka's jars (brokers, tools, the Java clients, Streams) from the Maven files in java/,
+# copied once into a cache outside the checkout (tools/jars.py); `make run` needs none of them.
+jars: | $(BIN)/python
+	$(BIN)/python tools/jars.py
 
 # Debian's packages the suite drives for real: chromium (the report test), kcat (an old
 # librdkafka, 2.0.2, in the client matrix), Node.js for KafkaJS, tmux (the terminal
