@@ -1,7 +1,11 @@
-"""Shared fixtures: real tansu brokers and real gateways on free loopback ports.
+"""Shared fixtures: real tansu brokers, a real Apache Kafka cluster and real gateways on free
+loopback ports.
 
 * ``start_tansu()`` starts a fresh broker (memory storage) and returns it; ``tansu`` is one
   broker shared by the whole session.
+* ``kafka`` is a three-node Apache Kafka cluster (KRaft; PLAINTEXT, SSL and SASL_SSL
+  listeners; support/kafka_cluster.py), started once, when a test first asks for it.
+* ``upstream`` runs a test once in front of each: ``tansu`` and ``kafka`` (an ``Upstream``).
 * ``start_gateway(upstream, ...)`` starts a gateway in a background thread in front of any
   bootstrap address and returns it, stopped when the test ends (``start_module_gateway``: when
   the module ends, for module-scoped fixtures); ``gateway`` is one shared gateway in front of
@@ -26,7 +30,9 @@ from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.plugin import Plugin
 from quotagate.gateway.stage import Stage
-from support.gateways import gateway_config
+from support.gateways import TANSU_NODE_ID, gateway_config
+from support.kafka_cluster import KafkaCluster, kafka_cluster
+from support.upstreams import NAMES, Upstream
 
 
 @pytest.fixture(scope="session")
@@ -50,13 +56,30 @@ def tansu(start_tansu: Callable[[], TansuBroker]) -> TansuBroker:
     return start_tansu()
 
 
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    with kafka_cluster(tmp_path_factory.mktemp("kafka")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def upstream(request: pytest.FixtureRequest) -> Upstream:
+    """Each upstream in turn, for a module's tests (all of them in front of tansu, then all
+    in front of Kafka, so each is started once)."""
+    if request.param == "kafka":
+        cluster: KafkaCluster = request.getfixturevalue("kafka")
+        return Upstream("kafka", cluster.bootstrap(), tuple(cluster.nodes))
+    broker: TansuBroker = request.getfixturevalue("tansu")
+    return Upstream("tansu", broker.bootstrap, (TANSU_NODE_ID,))
+
+
 @contextlib.contextmanager
 def _gateways() -> Iterator[Callable[..., BackgroundGateway]]:
     """A factory of gateways in front of any upstream, all stopped when the block ends."""
     gateways: list[BackgroundGateway] = []
 
     def start(
-        upstream: str,
+        upstream: str | Upstream,
         *,
         stages: Sequence[Stage] = (),
         plugins: Sequence[Plugin] = (),

@@ -26,7 +26,7 @@ JAVA = ROOT / "java"
 _COMPLETE = ".complete"
 
 
-class JarsMissing(RuntimeError):
+class JarsMissingError(RuntimeError):
     pass
 
 
@@ -45,7 +45,8 @@ def names() -> list[str]:
 def _pom(name: str) -> Path:
     pom = JAVA / name / "pom.xml"
     if not pom.is_file():
-        raise JarsMissing(f"no jar set {name!r}: expected {pom.relative_to(ROOT)}; sets: {names()}")
+        expected = pom.relative_to(ROOT)
+        raise JarsMissingError(f"no jar set {name!r}: expected {expected}; sets: {names()}")
     return pom
 
 
@@ -56,11 +57,11 @@ def jars_dir(name: str) -> Path:
 
 
 def classpath(name: str) -> str:
-    """The set's jars as a class path; raises ``JarsMissing`` with the command that fetches
+    """The set's jars as a class path; raises ``JarsMissingError`` with the command that fetches
     them when they are not there."""
     directory = jars_dir(name)
     if not (directory / _COMPLETE).exists():
-        raise JarsMissing(
+        raise JarsMissingError(
             f"the {name} jars are not fetched yet: run `make jars` (or `python tools/jars.py "
             f"{name}`), which copies them from Maven Central into {directory}"
         )
@@ -73,15 +74,21 @@ def fetch(name: str) -> Path:
     if (directory / _COMPLETE).exists():
         return directory
     if shutil.which("mvn") is None:
-        raise JarsMissing("Maven (`mvn`) is needed once to fetch the test suite's jars")
+        raise JarsMissingError("Maven (`mvn`) is needed once to fetch the test suite's jars")
     directory.parent.mkdir(parents=True, exist_ok=True)
     # Into a fresh folder then renamed, so an interrupted fetch never looks complete.
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=directory.parent))
     try:
         subprocess.run(
             [
-                "mvn", "-B", "-q", "-Dstyle.color=never", "-f", str(_pom(name)),
-                "dependency:copy-dependencies", f"-DoutputDirectory={staging}",
+                "mvn",
+                "-B",
+                "-q",
+                "-Dstyle.color=never",
+                "-f",
+                str(_pom(name)),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={staging}",
             ],
             check=True,
         )
@@ -98,7 +105,7 @@ def main(argv: list[str]) -> int:
     for name in argv or names():
         try:
             print(f"{name}: {fetch(name)}")
-        except (JarsMissing, subprocess.CalledProcessError) as error:
+        except (JarsMissingError, subprocess.CalledProcessError) as error:
             print(f"cannot fetch the {name} jars: {error}", file=sys.stderr)
             return 1
     return 0

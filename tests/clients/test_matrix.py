@@ -1,7 +1,8 @@
-"""The client matrix: each client through a gateway with quotas configured, to a real tansu
-broker. Each one creates a topic with its admin API, produces to it, consumes it in a
-consumer group (every message exactly once), is held to a produce quota under a client id of
-its own, and deletes the topic. The README's "Clients" table lists what each one does.
+"""The client matrix: each client through a gateway with quotas configured, in front of each
+upstream (a real tansu broker, the three-node Apache Kafka cluster). Each one creates a topic
+with its admin API, produces to it, consumes it in a consumer group (every message exactly
+once), is held to a produce quota under a client id of its own, and deletes the topic. The
+README's "Clients" table lists what each one does.
 
 * confluent-kafka (librdkafka) ignores ``throttle_time_ms``: only the muted socket holds it.
 * kafka-python, aiokafka and KafkaJS honour ``throttle_time_ms`` too.
@@ -36,12 +37,12 @@ from kafka.admin import NewTopic as KpNewTopic
 
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
 from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.embedded import TansuBroker
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.quotas import Change
 from support.clients import kafkajs, kcat
-from support.gateways import TANSU_NODE_ID, gateway_config
+from support.gateways import gateway_config
+from support.upstreams import Upstream
 
 pytestmark = pytest.mark.integration
 
@@ -66,9 +67,10 @@ over the quota (docs/quotas.md), so a 5 s measure needs short windows."""
 class MatrixGateway:
     background: BackgroundGateway
     runtime: QuotaRuntime
-    tansu: TansuBroker
-    broker_port: int
-    """The gateway's port for tansu's node: the only broker address clients may be told."""
+    upstream: Upstream
+    broker_ports: set[int]
+    """The gateway's ports for the upstream's nodes: the only broker addresses clients may
+    be told."""
 
     @property
     def bootstrap(self) -> str:
@@ -80,36 +82,40 @@ def throttled_client_id(client: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def matrix_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MatrixGateway]:
+def matrix_gateway(
+    upstream: Upstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[MatrixGateway]:
     store = tmp_path_factory.mktemp("matrix") / "quotagate.db"
-    with TansuBroker() as tansu:
-        config = gateway_config(
-            tansu.bootstrap,
-            store_path=str(store),
-            extra={"quotas": {"quota.window.num": WINDOWS, "quota.window.size.seconds": 1}},
-        )
-        runtime = QuotaRuntime.from_config(config)
-        # Every client is under a quota of every kind (generous ones), so every quota stage
-        # reads its requests; each client's throttled id gets a tight produce quota.
-        changes = [
-            Change({"client-id": None}, "producer_byte_rate", 50e6),
-            Change({"client-id": None}, "consumer_byte_rate", 50e6),
-            Change({"client-id": None}, "controller_mutation_rate", 1000.0),
-            Change({"client-id": None}, "request_percentage", 1000.0),
-        ]
-        changes += [
-            Change({"client-id": throttled_client_id(c)}, "producer_byte_rate", float(QUOTA))
-            for c in ("confluent-kafka", "kafka-python", "aiokafka", "kcat", "kafkajs")
-        ]
-        runtime.alter_client_quotas(changes, "test", "test")
-        background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
-        background.start()
-        try:
-            port = config.listeners[0].port_for_node(TANSU_NODE_ID)
-            assert port is not None
-            yield MatrixGateway(background, runtime, tansu, port)
-        finally:
-            background.stop()
+    config = gateway_config(
+        upstream,
+        store_path=str(store),
+        extra={"quotas": {"quota.window.num": WINDOWS, "quota.window.size.seconds": 1}},
+    )
+    runtime = QuotaRuntime.from_config(config)
+    # Every client is under a quota of every kind (generous ones), so every quota stage
+    # reads its requests; each client's throttled id gets a tight produce quota.
+    changes = [
+        Change({"client-id": None}, "producer_byte_rate", 50e6),
+        Change({"client-id": None}, "consumer_byte_rate", 50e6),
+        Change({"client-id": None}, "controller_mutation_rate", 1000.0),
+        Change({"client-id": None}, "request_percentage", 1000.0),
+    ]
+    changes += [
+        Change({"client-id": throttled_client_id(c)}, "producer_byte_rate", float(QUOTA))
+        for c in ("confluent-kafka", "kafka-python", "aiokafka", "kcat", "kafkajs")
+    ]
+    runtime.alter_client_quotas(changes, "test", "test")
+    background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
+    background.start()
+    try:
+        ports = {config.listeners[0].port_for_node(n) for n in upstream.node_ids}
+        yield MatrixGateway(background, runtime, upstream, {p for p in ports if p})
+    finally:
+        background.stop()
+
+
+def gateway_addresses(gateway: MatrixGateway) -> set[tuple[str, int]]:
+    return {("127.0.0.1", port) for port in gateway.broker_ports}
 
 
 def _values() -> list[bytes]:
@@ -171,7 +177,7 @@ def test_confluent_kafka(matrix_gateway: MatrixGateway, wait_for: Callable[..., 
     bootstrap, topic = matrix_gateway.bootstrap, _topic("ck")
     admin = _ck_create(bootstrap, topic)
     brokers = admin.list_topics(timeout=30).brokers.values()
-    assert {(b.host, b.port) for b in brokers} == {("127.0.0.1", matrix_gateway.broker_port)}
+    assert {(b.host, b.port) for b in brokers} == gateway_addresses(matrix_gateway)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
     failed: list[Any] = []
     for value in _values():
@@ -213,7 +219,7 @@ def test_kafka_python(matrix_gateway: MatrixGateway, wait_for: Callable[..., Any
     try:
         admin.create_topics([KpNewTopic(topic, PARTITIONS, 1)])
         nodes = {(n["host"], n["port"]) for n in admin.describe_cluster()["brokers"]}
-        assert nodes == {("127.0.0.1", matrix_gateway.broker_port)}
+        assert nodes == gateway_addresses(matrix_gateway)
         producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
         for future in [producer.send(topic, value=value) for value in _values()]:
             future.get(timeout=60)
@@ -332,7 +338,8 @@ def test_kcat_from_debian(matrix_gateway: MatrixGateway, wait_for: Callable[...,
     bootstrap, topic = matrix_gateway.bootstrap, _topic("kcat")
     admin = _ck_create(bootstrap, topic)
     listing = kcat("-b", bootstrap, "-L", "-t", topic, "-m", "30")
-    assert f"at 127.0.0.1:{matrix_gateway.tansu.port}" not in listing  # gateway addresses only
+    for address in matrix_gateway.upstream.bootstrap.split(","):
+        assert f"at {address}" not in listing  # gateway addresses only
     assert f'topic "{topic}" with {PARTITIONS} partitions' in listing
     lines = "\n".join(v.decode() for v in _values()) + "\n"
     kcat("-b", bootstrap, "-P", "-t", topic, "-X", "acks=all", stdin=lines)
