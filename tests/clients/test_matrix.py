@@ -404,36 +404,72 @@ def testkafkajs(matrix_gateway: MatrixGateway) -> None:
 # -- what tansu itself cannot do ------------------------------------------------------------
 
 
-def _join_group(host: str, port: int, version: int) -> Any:
+def _exchange(host: str, port: int, body: Any, api_key: int, version: int) -> Any:
+    with socket.create_connection((host, port), timeout=30) as sock:
+        sock.sendall(codec.encode_request_frame(body, 9, "old-consumer"))
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        frame = struct.pack(">i", size) + sock.recv(size, socket.MSG_WAITALL)
+    return codec.decode_response(frame, api_key, version)
+
+
+def _coordinator(host: str, port: int, group: str) -> tuple[str, int]:
+    """Where ``group``'s coordinator is, as FindCoordinator v1 (what old consumers send) tells
+    it, asked until the coordinator is loaded."""
+    schema = api_table.request_schema(api_keys.FIND_COORDINATOR, 1)
+    deadline = time.monotonic() + 30
+    while True:
+        found = _exchange(host, port, build(schema, key=group, key_type=0), 10, 1)
+        if int(found.error_code) == 0:
+            return found.host, int(found.port)
+        assert time.monotonic() < deadline, f"no coordinator for {group}: {found}"
+        time.sleep(0.2)
+
+
+def _join_group(host: str, port: int, version: int, group: str) -> Any:
     schema = api_table.request_schema(api_keys.JOIN_GROUP, version)
     protocol = build(nested(schema, "JoinGroupRequestProtocol"), name="range", metadata=b"\0")
     body = build(
         schema,
-        group_id=f"old-group-{uuid.uuid4().hex[:6]}",
+        group_id=group,
         session_timeout=datetime.timedelta(milliseconds=SESSION_TIMEOUT_MS),
         rebalance_timeout=datetime.timedelta(milliseconds=SESSION_TIMEOUT_MS),
         member_id="",
         protocol_type="consumer",
         protocols=(protocol,),
     )
-    with socket.create_connection((host, port), timeout=30) as sock:
-        sock.sendall(codec.encode_request_frame(body, 9, "old-consumer"))
-        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-        frame = struct.pack(">i", size) + sock.recv(size, socket.MSG_WAITALL)
-    response = codec.decode_response(frame, api_keys.JOIN_GROUP, version)
-    # The member id tansu makes up is random: everything else must be the same.
-    return dataclasses.replace(response, member_id="")
+    return _exchange(host, port, body, api_keys.JOIN_GROUP, version)
 
 
 @pytest.mark.parametrize("version", [1, 3])
-def test_join_group_below_v4_gets_tansus_own_answer(
-    matrix_gateway: MatrixGateway, version: int
-) -> None:
-    """tansu answers every JoinGroup version with MEMBER_ID_REQUIRED (79), which only v4+
-    clients know to retry (KIP-394), so a client joining with v0-3 cannot join a group on
-    tansu. Through the gateway it gets exactly tansu's answer; against Kafka it would join."""
-    host, _, port = matrix_gateway.tansu.bootstrap.rpartition(":")
-    straight = _join_group(host, int(port), version)
-    assert int(straight.error_code) == 79
+def test_join_group_below_v4(matrix_gateway: MatrixGateway, version: int) -> None:
+    """An old consumer (JoinGroup v0-3, no KIP-394 retry) joins through the gateway exactly
+    as it would straight. tansu answers every version with MEMBER_ID_REQUIRED (79), which
+    only v4+ clients know to retry, so such a client cannot join a group on tansu; Kafka
+    makes it the group's leader at once."""
     gateway = matrix_gateway.background.bootstrap
-    assert _join_group(gateway.host, gateway.port, version) == straight
+    answers = []
+    for host, port in ((gateway.host, gateway.port), _upstream_address(matrix_gateway)):
+        group = f"old-group-{uuid.uuid4().hex[:6]}"
+        deadline = time.monotonic() + 30
+        answer = _join_group(*_coordinator(host, port, group), version, group)
+        # What a client retries after finding the coordinator again, while it loads or moves.
+        while int(answer.error_code) in COORDINATOR_MOVING and time.monotonic() < deadline:
+            time.sleep(0.2)
+            answer = _join_group(*_coordinator(host, port, group), version, group)
+        # The member id the broker makes up is random: everything else must be the same.
+        members = tuple(dataclasses.replace(m, member_id="") for m in answer.members)
+        answers.append(dataclasses.replace(answer, member_id="", leader="", members=members))
+    through, straight = answers
+    assert through == straight
+    if matrix_gateway.upstream.is_kafka:
+        assert int(straight.error_code) == 0 and straight.generation_id == 1
+    else:
+        assert int(straight.error_code) == 79
+
+
+COORDINATOR_MOVING = (14, 15, 16)  # load in progress, not available, not coordinator
+
+
+def _upstream_address(gateway: MatrixGateway) -> tuple[str, int]:
+    host, _, port = gateway.upstream.bootstrap.split(",")[0].rpartition(":")
+    return host, int(port)
