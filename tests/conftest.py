@@ -62,13 +62,17 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
         yield cluster
 
 
+@pytest.fixture(scope="session")
+def upstream_kafka(kafka: KafkaCluster) -> Upstream:
+    return Upstream("kafka", kafka.bootstrap(), tuple(kafka.nodes))
+
+
 @pytest.fixture(scope="module", params=NAMES)
 def upstream(request: pytest.FixtureRequest) -> Upstream:
     """Each upstream in turn, for a module's tests (all of them in front of tansu, then all
     in front of Kafka, so each is started once)."""
     if request.param == "kafka":
-        cluster: KafkaCluster = request.getfixturevalue("kafka")
-        return Upstream("kafka", cluster.bootstrap(), tuple(cluster.nodes))
+        return request.getfixturevalue("upstream_kafka")
     broker: TansuBroker = request.getfixturevalue("tansu")
     return Upstream("tansu", broker.bootstrap, (TANSU_NODE_ID,))
 

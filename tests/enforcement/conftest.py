@@ -1,4 +1,4 @@
-"""Gateways with the quota stages in front of a real tansu broker."""
+"""Gateways with the quota stages in front of a real tansu broker or the Kafka cluster."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from quotagate.gateway.control import build_request
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.upstream_security import UpstreamSecurity
 from quotagate.protocol import codec
-from support.gateways import gateway_config
+from support.gateways import TANSU_NODE_ID, gateway_config
+from support.upstreams import NAMES, Upstream
 
 
 @dataclasses.dataclass
@@ -65,7 +66,7 @@ def start_quota_gateway(
     started: list[QuotaGateway] = []
 
     def start(
-        upstream: str,
+        upstream: str | Upstream,
         *,
         quotas: dict[str, Any] | None = None,
         usage: dict[str, Any] | None = None,
@@ -114,6 +115,16 @@ def quota_tansu() -> Iterator[TansuBroker]:
     """A broker of this test module's own, so quota tests never share topics by accident."""
     with TansuBroker() as broker:
         yield broker
+
+
+@pytest.fixture(scope="module", params=NAMES)
+def quota_upstream(request: pytest.FixtureRequest) -> Upstream:
+    """Each upstream in turn: a tansu broker of the module's own, then the Kafka cluster
+    (shared by the session: tests there name their topics uniquely)."""
+    if request.param == "kafka":
+        return request.getfixturevalue("upstream_kafka")
+    broker: TansuBroker = request.getfixturevalue("quota_tansu")
+    return Upstream("tansu", broker.bootstrap, (TANSU_NODE_ID,))
 
 
 class RawClient:

@@ -128,10 +128,10 @@ def _kafka_python(bootstrap: str, topic: str, run: _Run, stop_at: float) -> None
 
 
 def test_greedy_producers_get_their_quota(
-    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path
+    quota_upstream: Any, start_quota_gateway: Any, tmp_path: Path
 ) -> None:
     usage = tmp_path / "usage"
-    gateway = start_quota_gateway(quota_tansu.bootstrap, quotas=WINDOWS, usage={"path": str(usage)})
+    gateway = start_quota_gateway(quota_upstream, quotas=WINDOWS, usage={"path": str(usage)})
     gateway.runtime.alter_client_quotas(
         [
             Change({"client-id": "greedy-confluent"}, "producer_byte_rate", float(QUOTA)),
@@ -194,9 +194,9 @@ def test_greedy_producers_get_their_quota(
 
 
 def test_consumer_gets_its_quota_and_every_message_once(
-    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path
+    quota_upstream: Any, start_quota_gateway: Any, tmp_path: Path
 ) -> None:
-    gateway = start_quota_gateway(quota_tansu.bootstrap, quotas=WINDOWS)
+    gateway = start_quota_gateway(quota_upstream, quotas=WINDOWS)
     topic = f"fetch-rate-{uuid.uuid4().hex[:8]}"
     _create_topic(gateway.bootstrap, topic)
     total = int(FETCH_QUOTA * (WARM_UP_S + FETCH_MEASURE_S + 2) / len(VALUE))

@@ -45,11 +45,11 @@ def _names(prefix: str, *counts: int) -> list[tuple[str, int]]:
 
 
 def test_storm_admits_by_token_bucket_rejects_with_89_and_merges(
-    quota_tansu: Any, start_quota_gateway: Any, raw_client: Any, tmp_path: Path
+    quota_upstream: Any, start_quota_gateway: Any, raw_client: Any, tmp_path: Path
 ) -> None:
     usage_dir = tmp_path / "usage"
     gateway = start_quota_gateway(
-        quota_tansu.bootstrap,
+        quota_upstream,
         quotas={"controller.quota.window.num": WINDOWS, "controller.quota.window.size.seconds": 1},
         usage={"path": str(usage_dir)},
     )
@@ -118,20 +118,14 @@ def test_storm_admits_by_token_bucket_rejects_with_89_and_merges(
     assert {name for name, _ in permissive + permissive_follow} <= existing
 
 
-def test_validate_only_is_exempt_and_create_partitions_is_answered_locally(
-    quota_tansu: Any, start_quota_gateway: Any, raw_client: Any
+def test_validate_only_is_exempt(
+    quota_upstream: Any, start_quota_gateway: Any, raw_client: Any
 ) -> None:
-    gateway = start_quota_gateway(
-        quota_tansu.bootstrap, quotas={"controller.quota.window.num": WINDOWS}
-    )
+    gateway = start_quota_gateway(quota_upstream, quotas={"controller.quota.window.num": WINDOWS})
     gateway.runtime.alter_client_quotas(
         [Change({"client-id": "validator"}, "controller_mutation_rate", RATE)], "test", "test"
     )
     host, port = gateway.host_port
-    # Wait until the gateway learned the upstream's APIs (tansu: no CreatePartitions).
-    deadline = time.monotonic() + 10
-    while gateway.runtime.facts.api_keys is None and time.monotonic() < deadline:
-        time.sleep(0.05)
     with raw_client(host, port, "validator") as client:
         big = _names("validate", 100)
         response = client.send(create_topics_request(7, big, validate_only=True))
@@ -142,17 +136,66 @@ def test_validate_only_is_exempt_and_create_partitions_is_answered_locally(
         admitted = client.send(create_topics_request(7, real))
         assert [_results(admitted)[name][0] for name, _ in real] == [0, 0, 89]
         assert _throttle(admitted) == 500
-        schema: Any = api_table.request_schema(api_keys.CREATE_PARTITIONS, 3)
-        topic_cls = nested(schema, "CreatePartitionsTopic")
-        partitions = client.send(
-            build(
-                schema,
-                topics=(build(topic_cls, name="anything", count=3, assignments=None),),
-                timeout=datetime.timedelta(seconds=5),
-                validate_only=False,
-            )
+
+
+def test_create_partitions_strict_and_permissive(
+    quota_upstream: Any, start_quota_gateway: Any, raw_client: Any
+) -> None:
+    """CreatePartitions counts ``count - current partitions`` against the bucket: v3 is
+    strict (refused with 89 while the bucket is negative), v2 permissive (admitted, the
+    client throttled). Kafka's controller then really adds the partitions; tansu has no
+    CreatePartitions, so the gateway answers UNSUPPORTED_VERSION itself."""
+    gateway = start_quota_gateway(quota_upstream, quotas={"controller.quota.window.num": WINDOWS})
+    gateway.runtime.alter_client_quotas(
+        [Change({"client-id": "grower"}, "controller_mutation_rate", RATE)], "test", "test"
+    )
+    host, port = gateway.host_port
+    _await_upstream_apis(gateway)
+    grow, more = (name for name, _ in _names("grow", 1, 1))
+    with raw_client(host, port, "creator") as creator:
+        created = creator.send(create_topics_request(7, [(grow, 1), (more, 1)]))
+        assert all(code == 0 for code, _ in _results(created).values())
+    with raw_client(host, port, "grower") as grower:
+        # 29 mutations on a full bucket of 20: admitted whole, the bucket at -9.
+        first = grower.send(_create_partitions_request([grow], count=30, version=3))
+        strict = grower.send(_create_partitions_request([more], count=3, version=3))
+        permissive = grower.send(_create_partitions_request([more], count=3, version=2))
+    codes = [[int(r.error_code) for r in answer.results] for answer in (first, strict, permissive)]
+    if not quota_upstream.is_kafka:
+        assert codes == [[35], [35], [35]]
+        return
+    assert codes == [[0], [89], [0]]
+    # Refilling the 9 tokens at 2 a second, less the moments between the requests.
+    assert 4000 <= _throttle(strict) <= 4500
+    assert _throttle(permissive) > 0  # the rate over the quota, as Kafka's permissive quota has it
+    with raw_client(host, port, "observer") as observer:
+        metadata = observer.request(
+            api_keys.METADATA,
+            12,
+            topics=None,
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
         )
-    assert [(r.name, int(r.error_code)) for r in partitions.results] == [("anything", 35)]
+    partitions = {str(t.name): len(t.partitions) for t in metadata.topics}
+    assert (partitions[grow], partitions[more]) == (30, 3)
+
+
+def _await_upstream_apis(gateway: Any) -> None:
+    """Until the gateway learned the upstream's APIs (tansu: no CreatePartitions)."""
+    deadline = time.monotonic() + 10
+    while gateway.runtime.facts.api_keys is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _create_partitions_request(names: list[str], count: int, version: int) -> Any:
+    schema: Any = api_table.request_schema(api_keys.CREATE_PARTITIONS, version)
+    topic_cls = nested(schema, "CreatePartitionsTopic")
+    return build(
+        schema,
+        topics=tuple(build(topic_cls, name=n, count=count, assignments=None) for n in names),
+        timeout=datetime.timedelta(seconds=5),
+        validate_only=False,
+    )
 
 
 def _delete_request(names: list[str]) -> Any:
@@ -166,7 +209,7 @@ def _delete_request(names: list[str]) -> Any:
 
 
 def test_delete_topics_counts_the_partitions_the_gateway_has_seen(
-    quota_tansu: Any, start_quota_gateway: Any, raw_client: Any, tmp_path: Path
+    quota_upstream: Any, start_quota_gateway: Any, raw_client: Any, tmp_path: Path
 ) -> None:
     usage_dir = tmp_path / "usage"
     # The same 20-partition burst refilled 20 times slower than RATE, so that however
@@ -174,7 +217,7 @@ def test_delete_topics_counts_the_partitions_the_gateway_has_seen(
     # the 5 tokens the first one overdraws).
     slow_rate, windows = RATE / 20, WINDOWS * 20
     gateway = start_quota_gateway(
-        quota_tansu.bootstrap,
+        quota_upstream,
         quotas={"controller.quota.window.num": windows},
         usage={"path": str(usage_dir)},
     )
@@ -200,11 +243,11 @@ def test_delete_topics_counts_the_partitions_the_gateway_has_seen(
 
 
 def test_a_body_the_gateway_cannot_decode_is_never_forwarded_uncharged(
-    quota_tansu: Any, start_quota_gateway: Any, raw_client: Any
+    quota_upstream: Any, start_quota_gateway: Any, raw_client: Any
 ) -> None:
     """A modelled version whose body does not decode (here: a trailing byte) must not slip
     past the mutation quota to the upstream: the gateway closes the connection instead."""
-    gateway = start_quota_gateway(quota_tansu.bootstrap)
+    gateway = start_quota_gateway(quota_upstream)
     gateway.runtime.alter_client_quotas(
         [Change({"client-id": "sly"}, "controller_mutation_rate", 0.1)], "test", "test"
     )
