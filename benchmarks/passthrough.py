@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from quotagate._compiled import PURE_PYTHON
-from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port, free_ports
 from quotagate.store.quotas import Change, QuotaStore
 
 MESSAGE_BYTES = 1024
@@ -144,12 +144,15 @@ def start_gateway(
     src: Path | None = None,
     *,
     pure: bool = False,
+    node_ids: Sequence[int] = (TANSU_NODE_ID,),
 ) -> tuple[str, subprocess.Popen[bytes]]:
     """A ``quotagate serve`` process in front of ``upstream``; returns its bootstrap address
     once it answers metadata. ``extra_config`` is appended TOML (e.g. [quotas], [store]);
     ``src``: import quotagate from there instead of the installed tree; ``pure``: run the
-    pure-Python modules even where the compiled ones are built."""
+    pure-Python modules even where the compiled ones are built; ``node_ids``: the upstream's
+    brokers, one gateway port each."""
     port = free_port()
+    first, last = min(node_ids), max(node_ids)
     config = workdir / f"bench-{port}.toml"
     config.write_text(
         f"""
@@ -158,9 +161,9 @@ bootstrap.servers = "{upstream}"
 [[listeners]]
 name = "PLAINTEXT"
 listen = "{LOOPBACK}:{port}"
-broker.port.start = {free_port()}
-broker.node.id.start = {TANSU_NODE_ID}
-broker.port.count = 1
+broker.port.start = {free_ports(last - first + 1)}
+broker.node.id.start = {first}
+broker.port.count = {last - first + 1}
 [log]
 level = "WARNING"
 {extra_config}

@@ -2,37 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import socket
 from collections.abc import Sequence
 from typing import Any, Final
 
 from quotagate.gateway.config import GatewayConfig, ListenerConfig, validate
-from quotagate.gateway.embedded import LOOPBACK, free_port
+from quotagate.gateway.embedded import LOOPBACK, free_port, free_ports
 from quotagate.protocol.host_port import HostPort
 from support.upstreams import Upstream
 
 TANSU_NODE_ID: Final = 111  # tansu always runs as node 111
-
-
-def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive loopback ports that were all free a moment ago."""
-    while True:
-        start = free_port()
-        if start + count <= 65536 and _all_free(range(start, start + count)):
-            return start
-
-
-def _all_free(ports: range) -> bool:
-    with contextlib.ExitStack() as held:
-        for port in ports:
-            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            try:
-                sock.bind((LOOPBACK, port))
-            except OSError:
-                return False
-    return True
 
 
 def gateway_config(

@@ -127,9 +127,15 @@ class KafkaCluster:
     them, ``kill(node_id)`` and ``restart(node_id)`` take one down and bring it back."""
 
     def __init__(
-        self, directory: Path, certificates: CertificateAuthority, identity: IdentityProvider
+        self,
+        directory: Path,
+        certificates: CertificateAuthority,
+        identity: IdentityProvider,
+        overrides: Mapping[str, str] | None = None,
     ) -> None:
+        """``overrides``: broker properties over the ones below (quota windows, say)."""
         self.directory = directory
+        self.overrides = dict(overrides or {})
         self.certificates = certificates
         self.identity = identity
         self.cluster_id = _cluster_id()
@@ -259,6 +265,7 @@ class KafkaCluster:
             "sasl.oauthbearer.jwks.endpoint.url": self.identity.jwks_url,
             "sasl.oauthbearer.expected.audience": AUDIENCE,
             "sasl.oauthbearer.expected.issuer": ISSUER,
+            **self.overrides,
         }
 
     def _write_config(self, node: KafkaNode) -> None:
@@ -353,12 +360,14 @@ class KafkaCluster:
 
 
 @contextmanager
-def kafka_cluster(directory: Path) -> Iterator[KafkaCluster]:
+def kafka_cluster(
+    directory: Path, overrides: Mapping[str, str] | None = None
+) -> Iterator[KafkaCluster]:
     """A started cluster with its CA and identity provider, stopped when the block ends."""
     directory.mkdir(parents=True, exist_ok=True)
     certificates = CertificateAuthority(directory)
     with IdentityProvider().serving() as identity:
-        cluster = KafkaCluster(directory, certificates, identity)
+        cluster = KafkaCluster(directory, certificates, identity, overrides)
         try:
             cluster.start()
             yield cluster

@@ -4,6 +4,7 @@ on a loopback port: the upstream of ``quotagate serve`` without one configured, 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -39,6 +40,25 @@ def free_port(host: str = LOOPBACK) -> int:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive loopback ports that were all free a moment ago."""
+    while True:
+        start = free_port()
+        if start + count <= 65536 and _all_free(range(start, start + count)):
+            return start
+
+
+def _all_free(ports: range) -> bool:
+    with contextlib.ExitStack() as held:
+        for port in ports:
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            try:
+                sock.bind((LOOPBACK, port))
+            except OSError:
+                return False
+    return True
 
 
 class TansuBroker(Lifecycle):
