@@ -205,7 +205,7 @@ class SideBySide:
     def topic(self, leaders: list[int]) -> str:
         name = f"side-{uuid.uuid4().hex[:8]}"
         admin = AdminClient({"bootstrap.servers": self.kafka})
-        new = NewTopic(name, replica_assignment=[[leader] for leader in leaders])
+        new = NewTopic(name, -1, replica_assignment=[[leader] for leader in leaders])
         for future in admin.create_topics([new]).values():
             future.result(30)
         return name
