@@ -1,5 +1,6 @@
 """An AlterClientQuotas acknowledged by one instance is described, and so enforced, by
-another instance of the fleet (two ``quotagate serve`` processes, one store topic)."""
+another instance of the fleet (two ``quotagate serve`` processes, one store topic on the
+upstream: tansu, then Kafka)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from quotagate.gateway.embedded import TansuBroker
 from support.instances import Instance, propagation_ms
+from support.upstreams import Upstream
 
 pytestmark = pytest.mark.integration
 
 
 def test_a_quota_altered_through_one_instance_is_described_by_another(
-    tansu: TansuBroker, tmp_path: Path
+    upstream: Upstream, tmp_path: Path
 ) -> None:
     topic = f"_quotagate.test-{uuid.uuid4().hex[:8]}.config"
-    first = Instance(tmp_path / "a", tansu.bootstrap, 1, True, 1e6, store_topic=topic)
-    second = Instance(tmp_path / "b", tansu.bootstrap, 2, True, 1e6, store_topic=topic)
+    first = Instance(tmp_path / "a", upstream, 1, True, 1e6, store_topic=topic)
+    second = Instance(tmp_path / "b", upstream, 2, True, 1e6, store_topic=topic)
     try:
         delays = [propagation_ms(first.bootstrap, second.bootstrap, 2e6 + i) for i in range(5)]
         delays += [propagation_ms(second.bootstrap, first.bootstrap, 3e6 + i) for i in range(5)]

@@ -19,12 +19,14 @@ import uuid
 from pathlib import Path
 
 from quotagate.client import ClientQuotaAlteration, ClientQuotaEntity, SyncAdminClient
-from quotagate.gateway.embedded import free_port
+from quotagate.gateway.embedded import free_port, free_ports
 from quotagate.gateway.upstream_security import parse_upstream_security
 from quotagate.instance.supervisor import START_TIMEOUT_S
 from quotagate.store.backends import StoreSettings, open_quota_store
 from quotagate.store.quotas import Change
 from support.fleet_load import CLIENT_ID
+from support.gateways import TANSU_NODE_ID
+from support.upstreams import Upstream
 
 QUOTAGATE = Path(sys.executable).parent / "quotagate"
 
@@ -35,7 +37,7 @@ class Instance:
     def __init__(
         self,
         tmp: Path,
-        upstream: str,
+        upstream: str | Upstream,
         workers: int,
         exchange: bool,
         quota: float,
@@ -53,6 +55,9 @@ class Instance:
         (2 x 1 s by default, which makes 20 s measurable; Kafka's are 11 x 1 s); instances
         given the same ``fleet_id`` and ``store_topic`` are one fleet."""
         upstream_keys = upstream_keys or {}
+        node_ids = upstream.node_ids if isinstance(upstream, Upstream) else (TANSU_NODE_ID,)
+        upstream = upstream.bootstrap if isinstance(upstream, Upstream) else upstream
+        first, count = min(node_ids), max(node_ids) - min(node_ids) + 1
         tmp.mkdir(parents=True, exist_ok=True)
         self.tmp = tmp
         self.usage = tmp / "usage"
@@ -76,8 +81,8 @@ class Instance:
             f'[gateway]\nid = "w-{uuid.uuid4().hex[:6]}"\n{gateway}\n'
             f'[upstream]\nbootstrap.servers = "{upstream}"\n'
             + "".join(f'"{key}" = "{value}"\n' for key, value in upstream_keys.items())
-            + f'[[listeners]]\nlisten = "127.0.0.1:0"\nbroker.port.start = {free_port()}\n'
-            "broker.node.id.start = 111\nbroker.port.count = 1\n"
+            + f'[[listeners]]\nlisten = "127.0.0.1:0"\nbroker.port.start = {free_ports(count)}\n'
+            f"broker.node.id.start = {first}\nbroker.port.count = {count}\n"
             f"{listener}\n"
             f'[metrics]\nlisten = "127.0.0.1:{self.metrics_port}"\n'
             f'[store]\nbackend = "kafka"\ntopic = "{store_topic}"\n'

@@ -86,8 +86,13 @@ class KafkaClusterError(RuntimeError):
 
 
 def _cluster_id() -> str:
-    """A random cluster id as Kafka writes one: a UUID in URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random cluster id as Kafka makes one: a UUID in URL-safe base64 without padding,
+    never starting with ``-`` (Kafka's ``Uuid.randomUuid`` draws again; a command line would
+    take it for an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _jaas_plain(users: Mapping[str, str]) -> str:
