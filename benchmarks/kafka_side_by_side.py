@@ -205,7 +205,7 @@ class SideBySide:
     def topic(self, leaders: list[int]) -> str:
         name = f"side-{uuid.uuid4().hex[:8]}"
         admin = AdminClient({"bootstrap.servers": self.kafka})
-        new = NewTopic(name, -1, replica_assignment=[[leader] for leader in leaders])
+        new = NewTopic(name, len(leaders), replica_assignment=[[leader] for leader in leaders])
         for future in admin.create_topics([new]).values():
             future.result(30)
         return name
@@ -238,6 +238,7 @@ def main() -> None:
 "quota.window.num" = {args.windows}
 "quota.window.size.seconds" = 1
 "controller.quota.window.num" = {MUTATION_WINDOWS}
+"super.users" = ["User:ANONYMOUS"]
 """
         gateway, process = start_gateway(c.bootstrap(), Path(tmp), extra, node_ids=tuple(c.nodes))
         try:

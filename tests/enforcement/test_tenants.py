@@ -45,7 +45,9 @@ from quotagate.store.backends import StoreSettings, open_credentials
 from quotagate.store.quotas import Change
 from quotagate.top.model import Row, Scrape, parse
 from support.clients import scram_config
+from support.gateways import TANSU_NODE_ID
 from support.greedy import assert_held, measured_rate, race, usage_rows
+from support.upstreams import Upstream
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +65,9 @@ def _sasl(bootstrap: str, user: str) -> dict[str, Any]:
     return scram_config(bootstrap, user, PASSWORD)
 
 
-def _sasl_gateway(start_quota_gateway: Any, upstream: str, tmp_path: Path, **quotas: Any) -> Any:
+def _sasl_gateway(
+    start_quota_gateway: Any, upstream: str | Upstream, tmp_path: Path, **quotas: Any
+) -> Any:
     db = tmp_path / "quotagate.db"
     credentials = open_credentials(StoreSettings(path=str(db)))
     for user in (*MEMBERS, OUTSIDER, "admin"):
@@ -81,10 +85,10 @@ def _sasl_gateway(start_quota_gateway: Any, upstream: str, tmp_path: Path, **quo
 
 @pytest.mark.parametrize("tenant_quota", [True, False], ids=["tenant-quota", "no-tenant-quota"])
 def test_a_tenant_of_five_greedy_principals_is_held_to_its_quota(
-    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path, tenant_quota: bool
+    quota_upstream: Any, start_quota_gateway: Any, tmp_path: Path, tenant_quota: bool
 ) -> None:
     gateway = _sasl_gateway(
-        start_quota_gateway, quota_tansu.bootstrap, tmp_path, **{"tenant.mapping.rules": RULES}
+        start_quota_gateway, quota_upstream, tmp_path, **{"tenant.mapping.rules": RULES}
     )
     changes = [Change({"user": m}, "producer_byte_rate", float(MEMBER)) for m in MEMBERS]
     if tenant_quota:
@@ -136,16 +140,18 @@ def _admin(bootstrap: str, user: str) -> AdminClient:
     return AdminClient(_sasl(bootstrap, user))
 
 
-def _broker_default(admin: AdminClient, configs: dict[str, tuple[str, str | None]]) -> Any:
+def _broker_default(
+    admin: AdminClient, configs: dict[str, tuple[str, str | None]], broker: int = TANSU_NODE_ID
+) -> Any:
     """IncrementalAlterConfigs on a broker resource; the error, None when done. Client
     libraries refuse the default broker's empty name, which ``kafka-configs --entity-default``
-    sends, so this names tansu's broker: the gateway takes any name (the raw test below
-    sends "")."""
+    sends, so this names one of the upstream's brokers (librdkafka sends the request to that
+    one): the gateway takes any name (the raw test below sends "")."""
     entries = [
         ConfigEntry(name, value, incremental_operation=_OPS[op])
         for name, (op, value) in configs.items()
     ]
-    resource = ConfigResource(ResourceType.BROKER, "111", incremental_configs=entries)
+    resource = ConfigResource(ResourceType.BROKER, str(broker), incremental_configs=entries)
     try:
         admin.incremental_alter_configs([resource])[resource].result(30)
     except Exception as error:  # the error is the result
@@ -367,17 +373,17 @@ def test_an_exempt_principal_is_never_throttled_and_still_metered(
 
 
 def test_a_fleet_shares_the_tenant_settings_through_its_config_topic(
-    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path, wait_for: Any
+    quota_upstream: Any, start_quota_gateway: Any, tmp_path: Path, wait_for: Any
 ) -> None:
     """Two gateways on one config topic (``[store] backend = "kafka"``): rules and exempt
     principals set through one are in force on the other once it has read the record."""
     topic = f"_quotagate.tenants-{uuid.uuid4().hex[:8]}.config"
     quotas = {"super.users": ["User:ANONYMOUS"], "tenant.mapping.rules": "RULE:user:^x$/x/"}
     first = start_quota_gateway(
-        quota_tansu.bootstrap, quotas=quotas, store_topic=topic, store=tmp_path / "1.db"
+        quota_upstream, quotas=quotas, store_topic=topic, store=tmp_path / "1.db"
     )
     second = start_quota_gateway(
-        quota_tansu.bootstrap, quotas=quotas, store_topic=topic, store=tmp_path / "2.db"
+        quota_upstream, quotas=quotas, store_topic=topic, store=tmp_path / "2.db"
     )
     other = second.runtime.store_sync
     assert other.tenant_mapper.tenant("team-1", "") == ""  # the config file's rules
@@ -387,6 +393,7 @@ def test_a_fleet_shares_the_tenant_settings_through_its_config_topic(
             "tenant.mapping.rules": ("SET", RULES),
             "quota.exempt.principals": ("SET", "User:canary"),
         },
+        quota_upstream.node_ids[0],
     )
     assert error is None, error
     # The two settings are two records of the config topic: the second gateway may have

@@ -25,7 +25,7 @@ from typing import Any, Final
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from quotagate.fleet.topic_log import OnRecord, TopicLog, TopicLogError
+from quotagate.fleet.topic_log import OnRecord, TopicLog, TopicLogError, watermark_offsets
 from quotagate.logs import kv
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class RollingTopicLog(TopicLog):
         assignments, ends = [], {}
         for topic in sorted((periods | self._wanted(now_ms)) & self._created):
             partition = TopicPartition(topic, 0)
-            low, high = consumer.get_watermark_offsets(partition, timeout=_TIMEOUT_S)
+            low, high = watermark_offsets(consumer, partition, _TIMEOUT_S)
             wanted = TopicPartition(topic, 0, since_ms)
             found = consumer.offsets_for_times([wanted], timeout=_TIMEOUT_S)[0].offset
             start = high if found < 0 else max(found, low)

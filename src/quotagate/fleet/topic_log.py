@@ -209,7 +209,7 @@ class TopicLog:
         """(first offset to read, offset of the end at start)."""
         partition = TopicPartition(self.topic, 0)
         try:
-            low, high = self._consumer.get_watermark_offsets(partition, timeout=_TIMEOUT_S)
+            low, high = watermark_offsets(self._consumer, partition, _TIMEOUT_S)
         except Exception as exc:
             raise TopicLogError(f"cannot read the offsets of {self.topic}: {exc}") from None
         if from_timestamp_ms is None:
@@ -246,3 +246,27 @@ class TopicLog:
         if error is not None:
             self.append_failures += 1
             log.warning(kv("topic_log_append_failed", topic=self.topic, error=error))
+
+
+# A topic just created is not known to every broker at once: Kafka's brokers learn of it from
+# the metadata log a moment later (tansu knows it at once), and until then the leader answers
+# UNKNOWN_TOPIC_OR_PARTITION, which librdkafka reports as an unknown partition.
+_NOT_YET_KNOWN: Final = frozenset(
+    {KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}
+)
+
+
+def watermark_offsets(consumer: Consumer, partition: TopicPartition, timeout_s: float) -> Any:
+    """``(low, high)`` of ``partition``, asked again while the brokers do not know it yet."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(
+                partition, timeout=max(deadline - time.monotonic(), 0.1)
+            )
+        except Exception as exc:  # confluent-kafka raises KafkaException wrapping the error
+            error = exc.args[0] if exc.args else None
+            known = not (isinstance(error, KafkaError) and error.code() in _NOT_YET_KNOWN)
+            if known or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
