@@ -35,7 +35,7 @@ def top(
         typer.Option(
             "--config",
             "-c",
-            help="Take the endpoint from a config's \\[metrics] listen; repeatable.",
+            help="Take the endpoint from a config's [metrics] listen; repeatable.",
         ),
     ] = None,
     sort: Annotated[str, typer.Option("--sort", "-s", help=f"One of {', '.join(SORTS)}.")] = (
