@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from quotagate.enforcement.upstream_facts import UpstreamFacts
 from quotagate.gateway import parse_host_port
-from quotagate.gateway.embedded import DEFAULT_PARTITIONS, TansuBroker
+from quotagate.gateway.embedded import TansuBroker
 
 pytestmark = pytest.mark.integration
 
@@ -31,11 +31,11 @@ async def test_an_upstream_that_will_not_tell_its_num_partitions_is_named_with_t
 async def test_with_num_partitions_set_the_upstream_is_not_asked(
     tansu: TansuBroker, caplog: pytest.LogCaptureFixture
 ) -> None:
-    facts = UpstreamFacts(DEFAULT_PARTITIONS)
+    facts = UpstreamFacts(TansuBroker.DEFAULT_PARTITIONS)
     with caplog.at_level(logging.DEBUG):
         await facts.refresh([parse_host_port("upstream", tansu.bootstrap)])
     assert not [r for r in caplog.records if "num_partitions" in r.getMessage()]
-    assert facts.default_partitions == DEFAULT_PARTITIONS
+    assert facts.default_partitions == TansuBroker.DEFAULT_PARTITIONS
 
 
 def test_tansu_gives_a_topic_without_a_count_the_partitions_serve_charges(
@@ -48,6 +48,6 @@ def test_tansu_gives_a_topic_without_a_count_the_partitions_serve_charges(
     admin.create_topics([NewTopic(topic, num_partitions=-1)], request_timeout=10)[topic].result()
     try:
         metadata = admin.list_topics(topic, timeout=10)
-        assert len(metadata.topics[topic].partitions) == DEFAULT_PARTITIONS
+        assert len(metadata.topics[topic].partitions) == TansuBroker.DEFAULT_PARTITIONS
     finally:
         admin.delete_topics([topic], request_timeout=10)[topic].result()

@@ -96,6 +96,9 @@ def passthrough(
         upstream_security=gateway_security(),
         store_path=str(tmp_path_factory.mktemp("front") / "front.db"),
         extra={"quotas": {"quota.window.num": 2, "quota.window.size.seconds": 1}},
+        # Every test's clients come from 127.0.0.1: each refusal gets its line, so that a test
+        # can read its own (the one-line-per-address limit is tests/gateway/test_refusals.py's).
+        log_refusals_interval_ms=0,
     )
     runtime = QuotaRuntime.from_config(config)
     runtime.alter_client_quotas(
@@ -307,7 +310,11 @@ def test_what_passthrough_cannot_allow_closes_the_connection(
     body: Any,
     reason: str,
 ) -> None:
-    """Closed by the gateway itself, with its reason logged; nothing reaches the upstream."""
+    """Closed by the gateway itself, with its reason logged as a refusal (at WARNING, as in
+    terminate mode); nothing reaches the upstream."""
     caplog.set_level(logging.INFO, logger="quotagate")
     assert _closed_without_answer(passthrough, codec.encode_request_frame(body, 1, "probe"))
     wait_for(lambda: reason in caplog.text, 10, f"the log line saying {reason!r}")
+    (record,) = [r for r in caplog.records if reason in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert record.getMessage().startswith("event=authentication_failed listener=SASL_PLAINTEXT")

@@ -34,7 +34,6 @@ from quotagate.gateway import (
     with_overrides,
 )
 from quotagate.gateway.auth import SaslAuthenticatorFactory, authenticator_factory
-from quotagate.gateway.embedded import DEFAULT_PARTITIONS
 from quotagate.instance.metrics import WorkersCollector
 from quotagate.instance.ports import hold_listen_ports
 from quotagate.instance.supervisor import StartError, Supervisor
@@ -141,7 +140,7 @@ def _with_tansu_partitions(
 ) -> dict[str, Mapping[str, Any]]:
     """The embedded broker's default partition count as [quotas] num.partitions, unless the
     file sets one: what a CreateTopics without a count mutates, which tansu cannot be asked."""
-    quotas = {"num.partitions": DEFAULT_PARTITIONS, **extra.get(QUOTAS_SECTION, {})}
+    quotas = {"num.partitions": TansuBroker.DEFAULT_PARTITIONS, **extra.get(QUOTAS_SECTION, {})}
     return {**extra, QUOTAS_SECTION: quotas}
 
 

@@ -16,10 +16,6 @@ from quotagate.gateway.lifecycle import Lifecycle
 from quotagate.gateway.local_process import terminate, wait_until_accepting
 
 LOOPBACK = "127.0.0.1"
-DEFAULT_PARTITIONS: Final = 3
-"""The partitions tansu gives a topic whose CreateTopics leaves the count to the broker (-1),
-as measured; tansu cannot be asked (it closes the connection on a DescribeConfigs of a
-broker), so ``serve`` tells the quota stages."""
 
 
 class EmbeddedBrokerError(RuntimeError):
@@ -47,6 +43,11 @@ def free_port(host: str = LOOPBACK) -> int:
 
 class TansuBroker(Lifecycle):
     """A tansu process; ``stop()`` then ``start()`` restarts it on the same port (empty)."""
+
+    DEFAULT_PARTITIONS: Final = 3
+    """The partitions tansu gives a topic whose CreateTopics leaves the count to the broker
+    (-1), as measured; tansu cannot be asked (it closes the connection on a DescribeConfigs of
+    a broker), so ``serve`` tells the quota stages."""
 
     def __init__(
         self, port: int | None = None, log_file: Path | None = None, advertised: str | None = None

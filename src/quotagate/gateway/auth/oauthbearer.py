@@ -16,7 +16,6 @@ from typing import Final, Protocol
 
 from quotagate.gateway.auth.jwks import JwksCache
 from quotagate.gateway.auth.mechanism import SaslError, SingleUserExchange
-from quotagate.logs import kv
 from quotagate.security.oauthbearer import (
     InvalidTokenError,
     MissingKeyError,
@@ -68,13 +67,14 @@ class OAuthBearerServer(SingleUserExchange):
         self._validator = validator
         self._peer = peer
         self._error: str | None = None
+        self._refused = ""
 
     def evaluate(self, token: bytes) -> bytes:
         if self._username is not None:
             raise SaslError("Unexpected OAUTHBEARER token after the exchange ended")
         if token == _CONTROL_A and self._error is not None:
             # The client acknowledged our error challenge: now the exchange fails.
-            raise SaslError(self._error, public=True)
+            raise SaslError(self._error, public=True, detail=f"token refused: {self._refused}")
         self._error = None
         try:
             first = parse_client_first(token)
@@ -83,7 +83,8 @@ class OAuthBearerServer(SingleUserExchange):
         try:
             validated = self._validator.validate(first.token)
         except InvalidTokenError as exc:
-            log.warning(kv("oauthbearer_token_refused", client=self._peer, reason=str(exc)))
+            # Logged with the connection's refusal when the client acknowledges the challenge.
+            self._refused = str(exc)
             self._error = INVALID_TOKEN
             return INVALID_TOKEN.encode()
         if first.authorization_id and first.authorization_id != validated.principal:
