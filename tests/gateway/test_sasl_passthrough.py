@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import socket
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -68,6 +70,7 @@ def decider(
             tansu.bootstrap,
             security_protocol="SASL_PLAINTEXT",
             authenticator_factory=SaslAuthenticatorFactory(users),
+            log_refusals_interval_ms=0,  # each test reads its own refusal's line
         )
 
 
@@ -246,9 +249,7 @@ def test_confluent_kafka_over_a_sasl_ssl_passthrough_listener(
     authentication_error(ck_config(gateway, "bob", mechanism, "nope", ca), wait_for)
 
 
-# PLAIN only: Debian's kcat runs librdkafka 2.0.2, whose SCRAM client fails now and then on its
-# own (a client nonce holding '=' is read back wrongly: its client-final repeats the nonce), an
-# upstream in terminate mode refuses it as Kafka would, and kcat gives up at the first refusal.
+# PLAIN: Debian's kcat with SCRAM is refused, test_kcat_scram_is_refused_as_by_kafka_4.
 @pytest.mark.parametrize("mechanism", ["PLAIN"])
 def test_kcat(passthrough: BackgroundGateway, mechanism: str) -> None:
     topic = new_topic(ck_config(passthrough, "bob", mechanism), "pt")
@@ -261,6 +262,40 @@ def test_kcat(passthrough: BackgroundGateway, mechanism: str) -> None:
     kcat(*common, "-P", "-t", topic, "-X", "acks=all", stdin=lines)
     consumed = kcat(*common, "-C", "-t", topic, "-o", "beginning", "-e", "-q")
     assert sorted(consumed.split()) == sorted(v.decode() for v in VALUES)
+
+
+@pytest.mark.parametrize("through", ["terminate", "passthrough"])
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kcat_scram_is_refused_as_by_kafka_4(
+    decider: BackgroundGateway,
+    passthrough: BackgroundGateway,
+    caplog: pytest.LogCaptureFixture,
+    mechanism: str,
+    through: str,
+) -> None:
+    """Debian's kcat (librdkafka 2.0.2; fixed in 2.6.1) sends a client-final message whose
+    nonce is not the one the server's first message gave it. Kafka 4.x refuses that (3.8.1 to
+    3.9 accepted it), and so does the gateway, on every try: the client sees Kafka's SASL
+    failure, the log says why (docs/security.md, "Clients")."""
+    caplog.set_level(logging.INFO, logger="quotagate")
+    gateway = decider if through == "terminate" else passthrough
+    found = shutil.which("kcat")
+    assert found, "Debian's kcat is not installed: run `make test` or `apt-get install -y kcat`"
+    done = subprocess.run(
+        [
+            found, "-L", "-m", "10",
+            *("-b", str(gateway.bootstrap), "-X", "security.protocol=SASL_PLAINTEXT"),
+            *("-X", f"sasl.mechanisms={mechanism}", "-X", "sasl.username=bob"),
+            *("-X", f"sasl.password={PASSWORDS['bob']}"),
+        ],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout
+    assert "SASL authentication error: Authentication failed" in done.stderr, done.stderr
+    assert f"invalid credentials with SASL mechanism {mechanism}" in done.stderr, done.stderr
+    lines = [r.getMessage() for r in caplog.records if r.name == "quotagate.gateway.refusals"]
+    assert any("Invalid client nonce in the final client message." in line for line in lines)
+    assert not [line for line in caplog.messages if PASSWORDS["bob"] in line]
 
 
 @pytest.mark.parametrize("mechanism", ["plain", "scram-sha-256", "scram-sha-512"])
