@@ -5,12 +5,12 @@ One client message carries the token. A token that validates names the principal
 ``sasl.oauthbearer.sub.claim.name`` claim). A refused token is answered as Kafka answers it:
 a server challenge holding RFC 7628's error JSON, ``{"status":"invalid_token"}``; the client
 replies with a single ``\\x01`` and then gets SASL_AUTHENTICATION_FAILED carrying the same JSON.
-Why the token was refused goes to the log, never the token itself.
+Why the token was refused goes to the connection's refusal line (``detail="token refused:
+..."``, gateway/refusals.py), never the token itself.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Final, Protocol
 
@@ -24,8 +24,6 @@ from quotagate.security.oauthbearer import (
     validate,
 )
 from quotagate.security.oauthbearer_message import InvalidClientFirstError, parse_client_first
-
-log = logging.getLogger(__name__)
 
 OAUTHBEARER: Final = "OAUTHBEARER"
 INVALID_TOKEN: Final = '{"status":"invalid_token"}'
