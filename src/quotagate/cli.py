@@ -22,6 +22,9 @@ app = typer.Typer(
     help="Kafka client quotas, faithful to Kafka, in front of any Kafka-compatible cluster.",
     no_args_is_help=True,
     add_completion=False,
+    # Click's own help layout: typer's rich panels cut long option names short on an
+    # 80-column terminal (--bootstrap-se…), and no setting of theirs keeps them whole.
+    rich_markup_mode=None,
 )
 
 

@@ -105,10 +105,34 @@ def _authentication_error(config: dict[str, Any]) -> list[KafkaError]:
     return errors
 
 
-@pytest.mark.parametrize("who", [None, "stranger"])
-def test_without_a_trusted_certificate_there_is_no_connection(
-    ssl_gateway: Any, pki: dict[str, Any], who: str | None
+def _refusals(gateway: Any, reason: str) -> float:
+    """``quotagate_authentication_refusals_total`` of the SSL listener for ``reason``."""
+    value = gateway.background.gateway.metrics.registry.get_sample_value(
+        "quotagate_authentication_refusals_total", {"listener": "SSL", "reason": reason}
+    )
+    return value or 0.0
+
+
+def _refusal_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "quotagate.gateway.refusals"]
+
+
+@pytest.mark.parametrize(
+    ("who", "reason", "says"),
+    [
+        (None, "certificate_missing", "no client certificate"),
+        ("stranger", "certificate_untrusted", "unable to get local issuer certificate"),
+    ],
+)
+def test_without_a_trusted_certificate_there_is_no_connection_and_one_line_says_why(
+    ssl_gateway: Any,
+    pki: dict[str, Any],
+    caplog: pytest.LogCaptureFixture,
+    who: str | None,
+    reason: str,
+    says: str,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="quotagate")
     gateway = ssl_gateway()
     errors = _authentication_error(_client(gateway.bootstrap, pki, who))
     assert errors, "the client never reported the refused handshake"
@@ -118,6 +142,11 @@ def test_without_a_trusted_certificate_there_is_no_connection(
         KafkaError._SSL,
         KafkaError._AUTHENTICATION,
     }, [e.str() for e in errors]
+    (line,) = _refusal_lines(caplog)  # however often the client tried
+    assert line.startswith("event=certificate_refused listener=SSL client=127.0.0.1:")
+    assert f"reason={reason}" in line and says in line
+    assert all(r.levelno == logging.WARNING for r in caplog.records if r.getMessage() == line)
+    assert _refusals(gateway, reason) >= 1
 
 
 def test_a_subject_no_rule_maps_is_refused_with_a_log_line(
@@ -126,8 +155,10 @@ def test_a_subject_no_rule_maps_is_refused_with_a_log_line(
     caplog.set_level(logging.INFO, logger="quotagate")
     gateway = ssl_gateway(rules="RULE:^CN=([a-z]+),.*$/$1/")
     assert _authentication_error(_client(gateway.bootstrap, pki, "carol"))
-    closed = [r.getMessage() for r in caplog.records if "connection_closed" in r.getMessage()]
-    assert any("Failed to map name for 'OU=sales,O=corp'" in line for line in closed), closed
+    (line,) = _refusal_lines(caplog)
+    assert "event=certificate_refused" in line and "reason=certificate_unmapped" in line
+    assert "Failed to map name for 'OU=sales,O=corp'" in line
+    assert _refusals(gateway, "certificate_unmapped") >= 1
 
 
 def test_requested_without_a_certificate_is_anonymous(

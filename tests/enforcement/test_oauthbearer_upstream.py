@@ -224,7 +224,8 @@ def test_alice_is_held_to_her_user_quota_through_passthrough_and_bob_is_not(
     configs = {who: provider.client_config(passthrough.bootstrap, who) for who in WHO}
     rows = assert_alice_held_while_bob_runs_free(passthrough, configs, tmp_path / "usage", QUOTA)
     # ApiVersions, answered before authentication, is recorded without a principal.
-    assert {r["principal"] for r in rows} - {""} == {"User:alice", "User:bob"}
+    # Requests before authentication (ApiVersions) name nobody and are not usage events.
+    assert {r["principal"] for r in rows} == {"User:alice", "User:bob"}
     # The upstream saw the clients themselves (its ACLs could act on them), and the gateway's
     # own connections as the gateway.
     for principal in ("User:alice", "User:bob", f"User:{GATEWAY_CLIENT}"):
@@ -345,12 +346,19 @@ def test_the_upstreams_refusal_reaches_the_client_as_an_authentication_error(
     config = {**handing_over(passthrough.bootstrap, token), "message.timeout.ms": 3000}
     # The upstream's own answer (RFC 7628's error status), relayed as it sent it.
     assert "invalid_token" in authentication_error(config, wait_for, 15)
-    decider_lines = _lines(caplog, "quotagate.gateway.auth.oauthbearer")
+    # Both gateways' refusals, each one line at WARNING: the decider's says why it refused the
+    # token, the passthrough gateway's that its upstream refused.
+    refusals = _lines(caplog, "quotagate.gateway.refusals")
     assert any(
-        "oauthbearer_token_refused" in line and REASONS[why] in line for line in decider_lines
+        "event=authentication_failed" in line and "token refused: " in line and REASONS[why] in line
+        for line in refusals
     )
-    gateway_lines = _lines(caplog, "quotagate.gateway.connection")
-    assert any("sasl_passthrough_refused" in line for line in gateway_lines)
+    assert any(
+        "event=authentication_failed" in line
+        and "mechanism=OAUTHBEARER" in line
+        and "upstream refused authentication" in line
+        for line in refusals
+    )
     # Neither side took the name the refused token claimed.
     assert not any("User:alice" in line for line in _lines(caplog))
     _assert_no_secret(caplog, provider, token)

@@ -12,7 +12,7 @@ from kio.schema.metadata import v12 as metadata_v12
 from kio.schema.sasl_authenticate import v2 as authenticate_v2
 from kio.schema.sasl_handshake import v1 as handshake_v1
 
-from quotagate.gateway.auth.authenticator import AuthContext, AuthResult
+from quotagate.gateway.auth.authenticator import AuthContext, AuthResult, Refusal
 from quotagate.gateway.auth.sasl import SaslAuthenticator, SaslAuthenticatorFactory
 from quotagate.store.credentials import CredentialStore
 from support.sasl_frames import authenticate, handshake, request
@@ -99,10 +99,10 @@ def test_requests_before_the_handshake_close_without_a_response(store: Credentia
         topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
     )
     result = authenticator(store).handle(*request(metadata, 1))
-    assert result == AuthResult(None, close=True)
+    assert result == AuthResult(None, close=True, refusal=_protocol("api_key=3"))
     early = authenticate_v2.SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00alice-secret")
     result = authenticator(store).handle(*request(early, 1))
-    assert result == AuthResult(None, close=True)
+    assert result == AuthResult(None, close=True, refusal=_protocol("api_key=36"))
 
 
 def test_other_requests_during_the_exchange_close(store: CredentialStore) -> None:
@@ -153,7 +153,15 @@ def test_handshake_v0_switches_to_bare_tokens(store: CredentialStore) -> None:
 def test_bare_token_failure_just_closes(store: CredentialStore) -> None:
     auth = authenticator(store)
     handshake(auth, "PLAIN", version=0)
-    assert auth.handle_token(b"\x00alice\x00wrong") == AuthResult(None, close=True)
+    assert auth.handle_token(b"\x00alice\x00wrong") == AuthResult(
+        None,
+        close=True,
+        refusal=Refusal(
+            "sasl_authentication_failed",
+            "Authentication failed: Invalid username or password",
+            "PLAIN",
+        ),
+    )
     plain_ok = authenticator(store)
     handshake(plain_ok, "PLAIN", version=0)
     result = plain_ok.handle_token(b"\x00alice\x00alice-secret")
@@ -167,7 +175,11 @@ def test_truncated_or_padded_frames_close(store: CredentialStore, cut: int) -> N
     key, version, cid, frame = request(
         authenticate_v2.SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00alice-secret"), 2
     )
-    assert auth.handle(key, version, cid, frame[:-cut]) == AuthResult(None, close=True)
+    result = auth.handle(key, version, cid, frame[:-cut])
+    assert (result.response, result.close) == (None, True)
+    assert result.refusal == Refusal(
+        "sasl_protocol_error", "malformed SaslAuthenticate request", "PLAIN"
+    )
     auth = authenticator(store)
     handshake(auth, "PLAIN")
     assert auth.handle(key, version, cid, frame + b"\x00" * cut).close
@@ -176,11 +188,23 @@ def test_truncated_or_padded_frames_close(store: CredentialStore, cut: int) -> N
 def test_unknown_versions_close(store: CredentialStore) -> None:
     auth = authenticator(store)
     key, _, cid, frame = request(handshake_v1.SaslHandshakeRequest(mechanism="PLAIN"), 1)
-    assert auth.handle(key, 2, cid, frame) == AuthResult(None, close=True)
+    assert auth.handle(key, 2, cid, frame) == AuthResult(
+        None,
+        close=True,
+        refusal=Refusal("sasl_protocol_error", "unsupported SaslHandshake version 2"),
+    )
     auth = authenticator(store)
     handshake(auth, "PLAIN")
     key, _, cid, frame = request(authenticate_v2.SaslAuthenticateRequest(auth_bytes=b"x"), 2)
-    assert auth.handle(key, 3, cid, frame) == AuthResult(None, close=True)
+    assert auth.handle(key, 3, cid, frame) == AuthResult(
+        None,
+        close=True,
+        refusal=Refusal("sasl_protocol_error", "unsupported SaslAuthenticate version 3", "PLAIN"),
+    )
+
+
+def _protocol(api: str) -> Refusal:
+    return Refusal("sasl_protocol_error", f"unexpected request {api} during SASL handshake")
 
 
 def test_factory_validates_mechanisms(store: CredentialStore) -> None:

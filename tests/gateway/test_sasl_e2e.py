@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 from kio.schema.errors import ErrorCode
@@ -132,6 +133,53 @@ def test_confluent_kafka_wrong_password_is_refused(
         assert "Invalid username or password" in message
     else:
         assert f"invalid credentials with SASL mechanism {mechanism}" in message
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_a_client_retrying_a_wrong_password_is_one_log_line_and_counted(
+    start_gateway: Callable[..., BackgroundGateway],
+    tansu: TansuBroker,
+    credentials: CredentialStore,
+    ca: CertificateAuthority,
+    caplog: pytest.LogCaptureFixture,
+    wait_for: Any,
+    mechanism: str,
+) -> None:
+    """librdkafka retries a refused login for ever: the operator's log gets one line naming
+    the client, the listener, the mechanism and why; the counter gets every refusal."""
+    caplog.set_level(logging.DEBUG, logger="quotagate")
+    gateway = start_gateway(
+        tansu.bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        authenticator_factory=SaslAuthenticatorFactory(credentials),
+    )
+    wrong = "wrong-Pa55word-of-alice"
+    config = {
+        **confluent_config(gateway, "SASL_PLAINTEXT", mechanism, wrong, ca),
+        "reconnect.backoff.ms": 10,
+        "reconnect.backoff.max.ms": 100,
+    }
+    registry = gateway.gateway.metrics.registry
+    labels = {"listener": "SASL_PLAINTEXT", "reason": "sasl_authentication_failed"}
+
+    def refusals() -> float:
+        return registry.get_sample_value("quotagate_authentication_refusals_total", labels) or 0
+
+    producer = Producer({**config, "error_cb": lambda _: None})
+    try:
+        wait_for(lambda: producer.poll(0.1) or refusals() >= 10, 60, "ten refusals")
+    finally:
+        producer.flush(0)
+    messages = [(r.levelno, r.getMessage()) for r in caplog.records]
+    refused = [m for level, m in messages if level >= logging.INFO and "event=" in m]
+    refused = [m for m in refused if "authentication" in m or "refus" in m]
+    assert len(refused) == 1, refused
+    (line,) = refused
+    assert line.startswith("event=authentication_failed listener=SASL_PLAINTEXT client=127.0.0.1:")
+    assert f"mechanism={mechanism} reason=sasl_authentication_failed" in line
+    assert "Invalid" in line
+    assert [level for level, m in messages if m == line] == [logging.WARNING]
+    assert not [m for _, m in messages if wrong in m or PASSWORD in m]
 
 
 @pytest.mark.parametrize("security", SECURITY)

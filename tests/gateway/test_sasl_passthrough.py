@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import socket
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -68,6 +70,7 @@ def decider(
             tansu.bootstrap,
             security_protocol="SASL_PLAINTEXT",
             authenticator_factory=SaslAuthenticatorFactory(users),
+            log_refusals_interval_ms=0,  # each test reads its own refusal's line
         )
 
 
@@ -96,6 +99,9 @@ def passthrough(
         upstream_security=gateway_security(),
         store_path=str(tmp_path_factory.mktemp("front") / "front.db"),
         extra={"quotas": {"quota.window.num": 2, "quota.window.size.seconds": 1}},
+        # Every test's clients come from 127.0.0.1: each refusal gets its line, so that a test
+        # can read its own (the one-line-per-address limit is tests/gateway/test_refusals.py's).
+        log_refusals_interval_ms=0,
     )
     runtime = QuotaRuntime.from_config(config)
     runtime.alter_client_quotas(
@@ -243,9 +249,7 @@ def test_confluent_kafka_over_a_sasl_ssl_passthrough_listener(
     authentication_error(ck_config(gateway, "bob", mechanism, "nope", ca), wait_for)
 
 
-# PLAIN only: Debian's kcat runs librdkafka 2.0.2, whose SCRAM client fails now and then on its
-# own (a client nonce holding '=' is read back wrongly: its client-final repeats the nonce), an
-# upstream in terminate mode refuses it as Kafka would, and kcat gives up at the first refusal.
+# PLAIN: Debian's kcat with SCRAM is refused, test_kcat_scram_is_refused_as_by_kafka_4.
 @pytest.mark.parametrize("mechanism", ["PLAIN"])
 def test_kcat(passthrough: BackgroundGateway, mechanism: str) -> None:
     topic = new_topic(ck_config(passthrough, "bob", mechanism), "pt")
@@ -258,6 +262,40 @@ def test_kcat(passthrough: BackgroundGateway, mechanism: str) -> None:
     kcat(*common, "-P", "-t", topic, "-X", "acks=all", stdin=lines)
     consumed = kcat(*common, "-C", "-t", topic, "-o", "beginning", "-e", "-q")
     assert sorted(consumed.split()) == sorted(v.decode() for v in VALUES)
+
+
+@pytest.mark.parametrize("through", ["terminate", "passthrough"])
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kcat_scram_is_refused_as_by_kafka_4(
+    decider: BackgroundGateway,
+    passthrough: BackgroundGateway,
+    caplog: pytest.LogCaptureFixture,
+    mechanism: str,
+    through: str,
+) -> None:
+    """Debian's kcat (librdkafka 2.0.2; fixed in 2.6.1) sends a client-final message whose
+    nonce is not the one the server's first message gave it. Kafka 4.x refuses that (3.8.1 to
+    3.9 accepted it), and so does the gateway, on every try: the client sees Kafka's SASL
+    failure, the log says why (docs/security.md, "Clients")."""
+    caplog.set_level(logging.INFO, logger="quotagate")
+    gateway = decider if through == "terminate" else passthrough
+    found = shutil.which("kcat")
+    assert found, "Debian's kcat is not installed: run `make test` or `apt-get install -y kcat`"
+    done = subprocess.run(
+        [
+            found, "-L", "-m", "10",
+            *("-b", str(gateway.bootstrap), "-X", "security.protocol=SASL_PLAINTEXT"),
+            *("-X", f"sasl.mechanisms={mechanism}", "-X", "sasl.username=bob"),
+            *("-X", f"sasl.password={PASSWORDS['bob']}"),
+        ],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0, done.stdout
+    assert "SASL authentication error: Authentication failed" in done.stderr, done.stderr
+    assert f"invalid credentials with SASL mechanism {mechanism}" in done.stderr, done.stderr
+    lines = [r.getMessage() for r in caplog.records if r.name == "quotagate.gateway.refusals"]
+    assert any("Invalid client nonce in the final client message." in line for line in lines)
+    assert not [line for line in caplog.messages if PASSWORDS["bob"] in line]
 
 
 @pytest.mark.parametrize("mechanism", ["plain", "scram-sha-256", "scram-sha-512"])
@@ -307,7 +345,11 @@ def test_what_passthrough_cannot_allow_closes_the_connection(
     body: Any,
     reason: str,
 ) -> None:
-    """Closed by the gateway itself, with its reason logged; nothing reaches the upstream."""
+    """Closed by the gateway itself, with its reason logged as a refusal (at WARNING, as in
+    terminate mode); nothing reaches the upstream."""
     caplog.set_level(logging.INFO, logger="quotagate")
     assert _closed_without_answer(passthrough, codec.encode_request_frame(body, 1, "probe"))
     wait_for(lambda: reason in caplog.text, 10, f"the log line saying {reason!r}")
+    (record,) = [r for r in caplog.records if reason in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert record.getMessage().startswith("event=authentication_failed listener=SASL_PLAINTEXT")

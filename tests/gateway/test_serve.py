@@ -120,6 +120,13 @@ def test_serve_with_an_embedded_broker(tmp_path: Path, wait_for: Any) -> None:
             raise AssertionError(f"serve did not stop on SIGTERM:\n{dump}") from None
         assert process.returncode == 0
         assert "Embedded tansu broker stopped." in rest
+        # A healthy start says nothing an operator would read as a fault: the quota stages
+        # are told tansu's default partition count rather than asking tansu, which closes
+        # the connection on that question.
+        whole = output + rest
+        assert "level=WARNING" not in whole and "level=ERROR" not in whole, whole
+        assert "upstream_num_partitions_unknown" not in whole, whole
+        assert "closed the connection" not in whole, whole
     finally:
         if process.poll() is None:
             process.kill()

@@ -114,6 +114,23 @@ def test_events_written_before_the_shadow_column_still_read(
     assert frame["shadow_throttle_ms"].isna().all() and len(frame) == 10
 
 
+def test_requests_before_authentication_in_older_files_are_left_out(
+    spark: SparkSession, tmp_path: Path, events_dir: Path
+) -> None:
+    """Gateways before issue 36 wrote a SASL client's ApiVersions before it authenticated with
+    principal "": read_usage leaves them out, as the gateway's quotas and Kafka's request log
+    do, so rollup, replay and report never show a principal nobody has."""
+    events = ds.dataset(str(events_dir), format="parquet", partitioning="hive").head(10)
+    principals = events["principal"].to_pylist()
+    anonymous = pa.array(["" if i % 3 == 0 else p for i, p in enumerate(principals)])
+    older = events.drop_columns(["date", "hour"])
+    older = older.set_column(older.schema.get_field_index("principal"), "principal", anonymous)
+    (tmp_path / "older").mkdir()
+    pq.write_table(older, tmp_path / "older" / "part.parquet")
+    frame = read_usage(spark, tmp_path / "older").toPandas()
+    assert len(frame) == 6 and "" not in set(frame["principal"])
+
+
 def test_sharing_keys_and_groups_come_from_the_engine() -> None:
     quota_file = load_quota_file(CANDIDATE_QUOTAS)
     pairs = [("User:a", "c1"), ("User:b", "c1"), ("User:c", "c2"), ("User:svc-001", "x")]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -50,7 +54,9 @@ def _plain(renderable: object) -> str:
     return console.export_text()
 
 
-def test_the_greedy_row_comes_first_over_quota_and_throttled() -> None:
+def test_the_greedy_row_comes_first_over_quota() -> None:
+    """One scrape: over its quota, and not yet said to be throttled (that takes two scrapes,
+    test_once_measures_the_throttled_column_between_two_scrapes)."""
     picture, _ = frame([Scrape("http://gw/metrics", _text())], ThrottleHistory(10), 0.0)
     lines = _plain(picture).splitlines()
     assert "1/1 endpoints" in lines[0] and "2 of 2 sharing keys" in lines[0]
@@ -58,7 +64,7 @@ def test_the_greedy_row_comes_first_over_quota_and_throttled() -> None:
     greedy, polite = rows
     assert greedy[:2] == ["produce", "client-id=greedy"]
     assert "300%" in greedy[2] and "3.0k/1.0k B/s" in greedy[2]
-    assert greedy[3:] == ["–", "2,000 ms", "1", "7 client-id", "OVER QUOTA THROTTLED"]
+    assert greedy[3:] == ["–", "2,000 ms", "1", "7 client-id", "OVER QUOTA"]
     assert polite[1] == "client-id=polite" and "0%" in polite[2]
     assert polite[3:] == ["–", "–", "0", "8 default-client-id", "ok"]
 
@@ -136,3 +142,89 @@ def test_the_fleet_line_says_health_echo_delay_and_fallback() -> None:
 def test_no_fleet_line_without_a_fleet() -> None:
     picture, _ = frame([Scrape("http://gw/metrics", _text())], ThrottleHistory(10), 0.0)
     assert "fleet exchange" not in _plain(picture)
+
+
+def _tenant_text(throttle_ms: int, *, default: bool = False) -> str:
+    """A tenant over its quota (its own, or the default tenant's), throttled ``throttle_ms``
+    in all; 0 is the tenant before its throttle, or idle since the last one."""
+    runtime = QuotaRuntime(QuotaSettings())
+    entity = {"tenant": None} if default else {"tenant": "team"}
+    runtime.alter_client_quotas([Change(entity, "producer_byte_rate", 500.0)], "t", "t")
+    tenants = runtime.managers.tenants
+    assert tenants is not None
+    tenants.produce.record_and_get_throttle_ms("team", "", 30_000, NOW)
+    if throttle_ms:
+        tenants.produce.throttle("team", "", 1, throttle_ms, NOW)
+    runtime.last_now_ms = NOW
+    runtime.tick(NOW)
+    registry = CollectorRegistry()
+    registry.register(QuotaCollector(runtime))
+    return generate_latest(registry).decode()
+
+
+def _tenant_cells(picture: object) -> list[str]:
+    """The tenant row's cells: type, key, bar, throttled, avg, conns, source, state."""
+    (line,) = [line for line in _plain(picture).splitlines() if "tenant=team" in line]
+    return [cell.strip() for cell in line.split("│")[1:-1]]
+
+
+def test_a_tenant_row_names_its_quota_source() -> None:
+    picture, _ = frame([Scrape("u", _tenant_text(0))], ThrottleHistory(10), 0.0)
+    cells = _tenant_cells(picture)
+    assert cells[0] == "tenant produce" and cells[6] == "tenant"
+    picture, _ = frame([Scrape("u", _tenant_text(0, default=True))], ThrottleHistory(10), 0.0)
+    assert _tenant_cells(picture)[6] == "default-tenant"
+
+
+def test_an_idle_tenant_is_not_throttled_though_kafkas_average_remembers() -> None:
+    """Throttled once, then idle: Kafka's throttle-time average keeps the throttle for up to a
+    minute, the total stops growing, and the row is not THROTTLED, from the first scrape on."""
+    throttled = _tenant_text(2_000)
+    history = ThrottleHistory(10)
+    first, _ = frame([Scrape("u", throttled)], history, 0.0)
+    cells = _tenant_cells(first)
+    assert cells[3:5] == ["–", "2,000 ms"] and cells[7] == "OVER QUOTA"
+    idle, _ = frame([Scrape("u", throttled)], history, 10.0)
+    cells = _tenant_cells(idle)
+    assert cells[3:5] == ["0%", "2,000 ms"]  # Kafka's average still holds the throttle
+    assert cells[7] == "OVER QUOTA"
+
+
+def test_once_measures_the_throttled_column_between_two_scrapes() -> None:
+    """``top --once``: the throttled column is filled, the throttled key says so and the
+    others do not."""
+    texts = iter([_tenant_text(0), _tenant_text(60_000)])
+    with _metrics_server(lambda: next(texts)) as address:
+        args = ["top", "--once", "--interval", "0.1", "--metrics", address]
+        result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "throttled 0.1s" in result.output
+    (line,) = [line for line in result.output.splitlines() if "tenant=team" in line]
+    cells = [cell.strip() for cell in line.split("│")[1:-1]]
+    assert cells[3] == "100%" and cells[7] == "OVER QUOTA THROTTLED"
+
+
+@contextlib.contextmanager
+def _metrics_server(text: Callable[[], str]) -> Iterator[str]:
+    """A /metrics endpoint answering each scrape with the next ``text()``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = text().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # the test's output is top's, not the server's
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -8,9 +8,10 @@ import faulthandler
 import logging
 import os
 import signal
+from collections.abc import Mapping
 from multiprocessing.queues import Queue
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import typer
 import uvloop
@@ -18,6 +19,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 
 from quotagate.commands.plugins import load_gateway_config
 from quotagate.enforcement import QuotaCollector, QuotaEnforcement
+from quotagate.enforcement.settings import QUOTAS_SECTION
 from quotagate.gateway import (
     ConfigError,
     EmbeddedBrokerError,
@@ -89,7 +91,9 @@ def serve(
             "(memory storage: its data is gone when quotagate stops)."
         )
         settings = dataclasses.replace(
-            settings, bootstrap_servers=(parse_host_port("upstream", broker.bootstrap),)
+            settings,
+            bootstrap_servers=(parse_host_port("upstream", broker.bootstrap),),
+            extra=_with_tansu_partitions(settings.extra),
         )
     try:
         if settings.workers == 1:
@@ -129,6 +133,15 @@ def _settings(
         count = parse_workers("--workers", workers if workers == "auto" else _number(workers))
         settings = validate(dataclasses.replace(settings, workers=count))
     return settings
+
+
+def _with_tansu_partitions(
+    extra: Mapping[str, Mapping[str, Any]],
+) -> dict[str, Mapping[str, Any]]:
+    """The embedded broker's default partition count as [quotas] num.partitions, unless the
+    file sets one: what a CreateTopics without a count mutates, which tansu cannot be asked."""
+    quotas = {"num.partitions": TansuBroker.DEFAULT_PARTITIONS, **extra.get(QUOTAS_SECTION, {})}
+    return {**extra, QUOTAS_SECTION: quotas}
 
 
 def _number(text: str) -> int | str:

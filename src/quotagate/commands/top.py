@@ -35,7 +35,7 @@ def top(
         typer.Option(
             "--config",
             "-c",
-            help="Take the endpoint from a config's \\[metrics] listen; repeatable.",
+            help="Take the endpoint from a config's [metrics] listen; repeatable.",
         ),
     ] = None,
     sort: Annotated[str, typer.Option("--sort", "-s", help=f"One of {', '.join(SORTS)}.")] = (
@@ -58,7 +58,14 @@ def top(
     window: Annotated[
         float, typer.Option(help="Seconds the 'throttled' column looks back over.", min=1.0)
     ] = 10.0,
-    once: Annotated[bool, typer.Option("--once", help="Print one table and exit.")] = False,
+    once: Annotated[
+        bool,
+        typer.Option(
+            "--once",
+            help="Print one table and exit: two scrapes --interval apart, so that the "
+            "'throttled' column measures that interval.",
+        ),
+    ] = False,
 ) -> None:
     """Who is throttled now: each sharing key's rate against its quota, live."""
     if sort not in SORTS:
@@ -70,7 +77,8 @@ def top(
         raise typer.BadParameter(str(exc), param_hint="--type") from None
     urls = [endpoint_url(m) for m in metrics or []] + [_from_config(p) for p in config or []]
     urls = urls or [DEFAULT_METRICS]
-    history = ThrottleHistory(window)
+    # Throttling is a difference of two scrapes: --once takes its two --interval apart.
+    history = ThrottleHistory(interval if once else window)
     console = Console()
     timeout_s = max(min(interval * 0.8, 5.0), 0.2)
     with ThreadPoolExecutor(max_workers=min(len(urls), 16)) as pool:
@@ -89,6 +97,8 @@ def top(
             return picture, snapshot.answered
 
         if once:
+            refresh()
+            time.sleep(interval)
             picture, answered = refresh()
             console.print(picture)
             if not answered:

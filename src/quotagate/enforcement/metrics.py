@@ -16,8 +16,9 @@ would expire the sensor (one hour idle), because the snapshot is rebuilt from th
 only.
 
 The tenant level (issue 25) is exported the same way per live tenant sensor, under
-``quotagate_tenant_<group>_...`` with one ``tenant`` label (rate, quota, throttle time and
-its total: a throttle the tenant level imposed is recorded there, not on the client's key);
+``quotagate_tenant_<group>_...`` with one ``tenant`` label (rate, quota, quota source
+``tenant`` or ``default-tenant`` in a ``source`` label, throttle time and its total: a
+throttle the tenant level imposed is recorded there, not on the client's key);
 its cardinality is bounded as the client keys' are, by the live sensors. The exempt
 principals (``quota.exempt.principals``, a configured list) are
 ``quotagate_exempt_principal{user}`` = 1, and while any is configured each sharing key has
@@ -146,12 +147,18 @@ def _add_tenant_level(
             labels = [state.key[0]]
             add(f"{TENANT_PREFIX}{group}_{value_name}", labels, state.value)
             add(f"{TENANT_PREFIX}{group}_quota", labels, state.limit)
+            source = _TENANT_SOURCES.get(state.source, state.source)
+            add(f"{TENANT_PREFIX}{group}_quota_source", [*labels, source], 1.0)
             if not math.isnan(state.throttle_time_avg):
                 add(f"{TENANT_PREFIX}{group}_throttle_time", labels, state.throttle_time_avg)
             add(f"{TENANT_PREFIX}{group}_throttle_time_ms", labels, state.throttle_ms_total)
     for key, rate in tenants.controller.mutation_rates(now_ms):
         add(f"{TENANT_PREFIX}controllermutation_mutation_rate", [key[0]], rate)
 
+
+_TENANT_SOURCES = {"user": "tenant", "default-user": "default-tenant"}
+"""The tenant level keys its sensors by the tenant's name as a user: its quota is the tenant's
+own (``--entity-type tenant --entity-name``) or the default tenant's, named so."""
 
 TENANT_PREFIX = "tenant_"
 """Series of the tenant level: labelled ``tenant`` only."""
@@ -209,7 +216,7 @@ class QuotaCollector(Collector):
             if name in _OTHER_LABELS:
                 labels = _OTHER_LABELS[name]
             elif name.startswith(_TENANT_SERIES):
-                labels = ["tenant"]
+                labels = ["tenant", "source"] if name.endswith("_quota_source") else ["tenant"]
             elif name.endswith("_quota_source"):
                 labels = [*_LABELS, "source"]
             else:

@@ -45,6 +45,11 @@ class ResponseThrottle:
         if ticket.finished:
             return
         ticket.finished = True
+        if exchange.connection.principal is None:
+            # Before SASL authentication (ApiVersions, the exchange itself) nobody is named
+            # yet. Kafka's authenticator answers these requests itself: its request log and
+            # its quotas never see them, and neither do the gateway's usage events and quotas.
+            return
         shadow = self.shadow
         if self.usage is None and not self._may_throttle(ticket) and shadow is None:
             return  # nothing below would record, throttle or write anything

@@ -121,14 +121,31 @@ class UpstreamFacts:
             self.partitions = snapshot
         finally:
             channel.close()
-        if not self._num_partitions_asked and metadata.brokers:
-            # Asked once: some upstreams (tansu) drop the connection on a broker resource.
+        # Asked once, and only when no [quotas] num.partitions overrides the answer: some
+        # upstreams (tansu) drop the connection on a broker resource.
+        if (
+            not self._num_partitions_asked
+            and self.num_partitions_override is None
+            and metadata.brokers
+        ):
             self._num_partitions_asked = True
+            broker_id = int(metadata.brokers[0].node_id)
             channel = await ControlChannel.open(address, _TIMEOUT_S, security)
             try:
-                await self._learn_num_partitions(channel, ranges, int(metadata.brokers[0].node_id))
+                await self._learn_num_partitions(channel, ranges, broker_id)
             except (OSError, TimeoutError, ConnectionError) as exc:
-                log.info(kv("upstream_num_partitions_unknown", error=error_text(exc)))
+                log.info(
+                    kv(
+                        "upstream_num_partitions_unknown",
+                        upstream=address,
+                        broker=broker_id,
+                        error=error_text(exc),
+                        charged_as=KAFKA_DEFAULT_NUM_PARTITIONS,
+                        note="a CreateTopics that leaves the partition count to the upstream "
+                        "is charged as Kafka's default; set [quotas] num.partitions to the "
+                        "upstream's num.partitions if it differs",
+                    )
+                )
             finally:
                 channel.close()
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Final
 
 from quotagate.gateway.connection_limits import ConnectionLimits, Slot, wall_ms
+from quotagate.gateway.refusals import TLS_HANDSHAKE_FAILED, RefusalLog, tls_refusal
 from quotagate.logs import error_text, kv
 from quotagate.quota.connection_quotas import AdmissionKind, canonical_ip
 
@@ -38,8 +39,15 @@ COUNT: Final = "max.connections"
 
 
 class Acceptor:
-    def __init__(self, listener: str, limits: ConnectionLimits, tls: ssl.SSLContext | None) -> None:
+    def __init__(
+        self,
+        listener: str,
+        limits: ConnectionLimits,
+        tls: ssl.SSLContext | None,
+        refusals: RefusalLog,
+    ) -> None:
         self._listener = listener
+        self._refusals = refusals
         self._limits = limits
         self._quotas = limits.quotas
         self._metrics = limits.metrics
@@ -48,7 +56,7 @@ class Acceptor:
         self._servers: dict[socket.socket, ProtocolFactory] = {}
         self._reading = True
         self._closed = False
-        self._pending: tuple[socket.socket, str, ProtocolFactory] | None = None
+        self._pending: tuple[socket.socket, str, ProtocolFactory, int] | None = None
         self._resume_at = 0.0
         self._blocked_since = 0.0
         self._timer: asyncio.TimerHandle | None = None
@@ -95,17 +103,17 @@ class Acceptor:
                     self._loop.call_later(_ACCEPT_RETRY_S, self._resume_reading)
                 return
             conn.setblocking(False)
-            self._accept(conn, canonical_ip(str(address[0])), factory)
+            self._accept(conn, canonical_ip(str(address[0])), factory, int(address[1]))
 
-    def _accept(self, conn: socket.socket, ip: str, factory: ProtocolFactory) -> None:
+    def _accept(self, conn: socket.socket, ip: str, factory: ProtocolFactory, port: int) -> None:
         now_ms = wall_ms()
         throttle_ms = self._quotas.record_connection(self._listener, now_ms)
         if throttle_ms > 0 or not self._quotas.slot_available(self._listener):
-            self._wait(conn, ip, factory, throttle_ms, RATE if throttle_ms else COUNT)
+            self._wait(conn, ip, factory, port, throttle_ms, RATE if throttle_ms else COUNT)
             return
-        self._admit(conn, ip, factory)
+        self._admit(conn, ip, factory, port)
 
-    def _admit(self, conn: socket.socket, ip: str, factory: ProtocolFactory) -> None:
+    def _admit(self, conn: socket.socket, ip: str, factory: ProtocolFactory, port: int) -> None:
         admission = self._quotas.admit(self._listener, ip, wall_ms())
         if admission.kind is AdmissionKind.THROTTLED:
             self._limits.hold(conn, self._listener, ip, admission.throttle_ms)
@@ -127,26 +135,45 @@ class Acceptor:
             conn.close()
             return
         slot = Slot(self._limits, self._listener, ip)
-        task = self._loop.create_task(self._start(conn, factory, slot))
+        task = self._loop.create_task(self._start(conn, factory, slot, ip, port))
         self._starting.add(task)
         task.add_done_callback(self._starting.discard)
 
-    async def _start(self, conn: socket.socket, factory: ProtocolFactory, slot: Slot) -> None:
+    async def _start(
+        self, conn: socket.socket, factory: ProtocolFactory, slot: Slot, ip: str, port: int
+    ) -> None:
         try:
             await self._loop.connect_accepted_socket(lambda: factory(slot), conn, ssl=self._tls)
         except Exception as exc:  # a failed TLS handshake, a reset before it began, ...
             slot.release()
             conn.close()
-            log.debug(kv("connection_start_failed", listener=self._listener, error=error_text(exc)))
+            refusal = tls_refusal(exc)
+            if refusal is None:
+                log.debug(
+                    kv("connection_start_failed", listener=self._listener, error=error_text(exc))
+                )
+            else:
+                event = (
+                    "tls_handshake_failed"
+                    if refusal.reason == TLS_HANDSHAKE_FAILED
+                    else ("certificate_refused")
+                )
+                self._refusals.refused(event, self._listener, ip, port, refusal)
 
     # -- waiting (Kafka's waitForConnectionSlot) -------------------------------------------
 
     def _wait(
-        self, conn: socket.socket, ip: str, factory: ProtocolFactory, throttle_ms: int, reason: str
+        self,
+        conn: socket.socket,
+        ip: str,
+        factory: ProtocolFactory,
+        port: int,
+        throttle_ms: int,
+        reason: str,
     ) -> None:
         # The quotas read the wall clock as Kafka's do; the wait itself is timed on the loop's
         # monotonic clock, so a wall-clock step cannot stall the listener.
-        self._pending = (conn, ip, factory)
+        self._pending = (conn, ip, factory, port)
         self._resume_at = self._loop.time() + throttle_ms / 1000
         self._blocked_since = time.monotonic()
         self._pause_reading()
@@ -184,9 +211,9 @@ class Acceptor:
         self._metrics.acceptor_blocked_seconds.labels(self._listener).inc(
             time.monotonic() - self._blocked_since
         )
-        conn, ip, factory = self._pending
+        conn, ip, factory, port = self._pending
         self._pending = None
-        self._admit(conn, ip, factory)
+        self._admit(conn, ip, factory, port)
         self._resume_reading()
 
     def _pause_reading(self) -> None:

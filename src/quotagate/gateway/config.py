@@ -129,6 +129,9 @@ class GatewayConfig:
     upstream_connect_timeout_ms: int = 10_000
     shutdown_timeout_ms: int = 30_000
     connection_failed_authentication_delay_ms: int = 100
+    log_refusals_interval_ms: int = 60_000
+    """One log line per client address per interval for refused clients (gateway/refusals.py);
+    0 logs every refusal."""
     metrics_listen: HostPort | None = None
     log_level: str = "INFO"
     store_path: str = "quotagate.db"
@@ -337,6 +340,7 @@ _GATEWAY_KEYS: Final[dict[str, KeySpec]] = {
         "connection_failed_authentication_delay_ms",
         integer(0),
     ),
+    "log.refusals.interval.ms": ("log_refusals_interval_ms", integer(0)),
 }
 _UPSTREAM_KEYS: Final[dict[str, KeySpec]] = {
     "bootstrap.servers": ("bootstrap_servers", _host_ports),

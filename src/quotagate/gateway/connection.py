@@ -34,9 +34,11 @@ from typing import Final, cast
 
 from quotagate.gateway.auth.authenticator import (
     ANONYMOUS,
+    SASL_PROTOCOL_ERROR,
     AuthContext,
     Authenticator,
     AuthResult,
+    Refusal,
     SecurityProtocol,
 )
 from quotagate.gateway.auth.inspection import SaslInspector
@@ -58,6 +60,7 @@ from quotagate.gateway.connection_core import (
 from quotagate.gateway.connection_limits import Slot
 from quotagate.gateway.control import ControlChannel, connect_error_text, is_security_failure
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
+from quotagate.gateway.refusals import CERTIFICATE_UNMAPPED
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.upstream import (
     AddressPicker,
@@ -137,6 +140,7 @@ class ClientConnection(asyncio.Protocol):
             security.without_sasl() if listener.sasl_mode == SASL_PASSTHROUGH else security
         )
         self._registered = False
+        self._refusal_seen = False
         self._closed = False
         self._processing = False
         self._process_again = False
@@ -195,7 +199,8 @@ class ClientConnection(asyncio.Protocol):
             principal = principals.from_certificate(peer_certificate(transport))
         except PrincipalError as exc:
             # Kafka fails the connection's authentication when no rule maps the subject.
-            self.close(f"ssl principal: {exc}", logging.WARNING)
+            self._refused("certificate_refused", Refusal(CERTIFICATE_UNMAPPED, str(exc)))
+            self.close(f"ssl principal: {exc}", logging.DEBUG)
             return False
         self.info.principal = principal
         log.info(
@@ -366,11 +371,15 @@ class ClientConnection(asyncio.Protocol):
         # Kafka's connection.failed.authentication.delay.ms: a refused client is not let go at
         # once. The refusal is already written; closing a moment later also keeps clients that
         # drop bytes arriving together with a TLS close_notify (kafka-python) from missing it.
+        # The refusal itself was logged (rate-limited) where it was decided: the close is
+        # only worth a line when debugging.
         delay_ms = self._services.config.connection_failed_authentication_delay_ms
         if delay_ms <= 0:
-            self.close("authentication failed or refused")
+            self.close("authentication failed or refused", logging.DEBUG)
             return
-        self._loop.call_later(delay_ms / 1000, self.close, "authentication failed or refused")
+        self._loop.call_later(
+            delay_ms / 1000, self.close, "authentication failed or refused", logging.DEBUG
+        )
 
     def begin_drain(self) -> None:
         """Graceful shutdown: read no more requests, close once in-flight ones are answered."""
@@ -545,6 +554,8 @@ class ClientConnection(asyncio.Protocol):
         return exchange
 
     def _apply_auth(self, exchange: Exchange, result: AuthResult) -> None:
+        if result.refusal is not None:
+            self._refused("authentication_failed", result.refusal)
         exchange.respond_frame(result.response)
         exchange.done = True
         if result.principal is not None:
@@ -570,11 +581,14 @@ class ClientConnection(asyncio.Protocol):
         """SASL passthrough: the upstream authenticates; the gateway forwards and watches."""
         if header.api_key not in _SASL_KEYS:
             # Kafka closes a connection that sends anything else before authenticating.
-            self.close(f"api_key={header.api_key} before SASL authentication", logging.WARNING)
+            detail = f"api_key={header.api_key} before SASL authentication"
+            self._refused("authentication_failed", Refusal(SASL_PROTOCOL_ERROR, detail))
+            self.close(detail, logging.DEBUG)
             return
         verdict = inspector.request(header, frame)
         if verdict.close:
-            self.close(f"SASL passthrough: {verdict.reason}", logging.WARNING)
+            self._refused("authentication_failed", inspector.refusal(verdict))
+            self.close(f"SASL passthrough: {verdict.reason}", logging.DEBUG)
             return
         self._forward(exchange)
 
@@ -587,14 +601,7 @@ class ClientConnection(asyncio.Protocol):
             self._adopt(verdict.principal)
         if verdict.close:
             # The upstream's answer goes to the client as it was sent; then the close.
-            log.info(
-                kv(
-                    "sasl_passthrough_refused",
-                    id=self.info.connection_id,
-                    client=self._peer(),
-                    reason=verdict.reason,
-                )
-            )
+            self._refused("authentication_failed", inspector.refusal(verdict))
             exchange.close_after_response = True
         exchange.done = True
 
@@ -651,8 +658,13 @@ class ClientConnection(asyncio.Protocol):
     def upstream_lost(self, exc: Exception | None) -> None:
         self._upstream = None
         if not self._closed:
-            # Closing the client promptly lets its own retry and metadata logic take over.
-            self.close(f"upstream connection lost: {exc or 'closed by broker'}", logging.WARNING)
+            # Closing the client promptly lets its own retry and metadata logic take over. An
+            # upstream that refused a passthrough login closes on its own: the refusal was
+            # logged, the close is no news.
+            self.close(
+                f"upstream connection lost: {exc or 'closed by broker'}",
+                logging.DEBUG if self._refusal_seen else logging.WARNING,
+            )
 
     def upstream_pause_writing(self) -> None:
         self._pause(UPSTREAM_BUSY)
@@ -773,6 +785,13 @@ class ClientConnection(asyncio.Protocol):
             )
         )
         self.close(reason, logging.DEBUG)
+
+    def _refused(self, event: str, refusal: Refusal) -> None:
+        self._refusal_seen = True
+        info = self.info
+        self._services.refusals.refused(
+            event, self._listener.name, info.client_host, info.client_port, refusal
+        )
 
     def _peer(self) -> str:
         return self.info.client_address

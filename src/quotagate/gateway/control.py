@@ -109,7 +109,16 @@ class ControlChannel(asyncio.Protocol):
                 entry[0].set_result(frame)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        error: Exception = ConnectionError(f"upstream closed the control connection: {exc}")
+        asked = ", ".join(
+            f"{api_table.api_name(api_key)} v{version}"
+            for future, api_key, version in self._pending.values()
+            if not future.done()
+        )
+        # exc is None for an orderly close (the peer's FIN): say what went unanswered.
+        cause = "the upstream closed the connection" if exc is None else str(exc)
+        error: Exception = ConnectionError(
+            f"{cause} without answering {asked}" if asked else f"{cause} (control connection)"
+        )
         if isinstance(exc, ssl.SSLError):
             # A TLS alert after the handshake (TLS 1.3 refuses a client certificate only then):
             # kept as it is, so that it is reported as a TLS failure, with what to fix.

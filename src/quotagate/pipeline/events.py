@@ -60,7 +60,11 @@ def read_usage(spark: SparkSession, path: str | Path) -> DataFrame:
         if name not in frame.columns:
             spark_type = from_arrow_schema(pa.schema([USAGE_SCHEMA.field(name)]))[0].dataType
             frame = frame.withColumn(name, F.lit(OPTIONAL_COLUMNS[name]).cast(spark_type))
-    return frame.select(*USAGE_COLUMNS)
+    # A request before SASL authentication names nobody: Kafka's request log never has one
+    # (its authenticator answers them), and gateways since issue 36 write none. Files from
+    # earlier gateways hold their ApiVersions with principal "": left out, so that rollup,
+    # replay and report count the same requests as the gateway's quotas did.
+    return frame.where(F.col("principal") != "").select(*USAGE_COLUMNS)
 
 
 def write_usage(frame: DataFrame, path: str | Path, *, shuffle: bool = True) -> None:

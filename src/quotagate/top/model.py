@@ -115,9 +115,10 @@ class Row:
 
     @property
     def throttled(self) -> bool:
-        if self.throttled_fraction is not None:
-            return self.throttled_fraction > 0
-        return bool(self.throttle_avg_ms)
+        """Throttled within the window, as measured between two scrapes. Kafka's throttle-time
+        average is no measure of now: it keeps an idle key's last throttles for up to a minute
+        (two 30 s samples), so a single scrape cannot say."""
+        return self.throttled_fraction is not None and self.throttled_fraction > 0
 
     @property
     def level(self) -> int | None:

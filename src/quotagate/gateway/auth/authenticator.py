@@ -30,6 +30,7 @@ __all__ = [
     "AuthResult",
     "Authenticator",
     "AuthenticatorFactory",
+    "Refusal",
     "SecurityProtocol",
 ]
 
@@ -56,6 +57,26 @@ class SecurityProtocol:
 
 
 @dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a client was refused, for the connection's log line and the refusals counter.
+
+    ``reason`` labels the counter: one of a small fixed set (``sasl_authentication_failed``,
+    ``sasl_unsupported_mechanism``, ``sasl_protocol_error``, ``tls_handshake_failed``,
+    ``certificate_missing``, ``certificate_untrusted``, ``certificate_unmapped``).
+    ``detail`` says why in words, never what the client presented.
+    """
+
+    reason: str
+    detail: str
+    mechanism: str | None = None
+
+
+SASL_AUTHENTICATION_FAILED: Final = "sasl_authentication_failed"
+SASL_UNSUPPORTED_MECHANISM: Final = "sasl_unsupported_mechanism"
+SASL_PROTOCOL_ERROR: Final = "sasl_protocol_error"
+
+
+@dataclass(frozen=True, slots=True)
 class AuthResult:
     """What the connection must do after the authenticator saw one request.
 
@@ -68,6 +89,8 @@ class AuthResult:
     response: bytes | None
     principal: str | None = None
     close: bool = False
+    refusal: Refusal | None = None
+    """Set when this request failed the authentication: the connection logs and counts it."""
 
 
 @dataclass(frozen=True, slots=True)

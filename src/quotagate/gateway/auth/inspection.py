@@ -18,6 +18,12 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any, Final
 
+from quotagate.gateway.auth.authenticator import (
+    SASL_AUTHENTICATION_FAILED,
+    SASL_PROTOCOL_ERROR,
+    SASL_UNSUPPORTED_MECHANISM,
+    Refusal,
+)
 from quotagate.gateway.auth.scram import client_first_username
 from quotagate.protocol import api_keys, codec
 from quotagate.protocol.headers import RequestHeader
@@ -39,6 +45,8 @@ class Verdict:
     principal: str | None = None
     close: bool = False
     reason: str = ""
+    kind: str = SASL_PROTOCOL_ERROR
+    """The refusal's label when ``close`` (authenticator.Refusal)."""
 
 
 _GO_ON: Final = Verdict()
@@ -67,7 +75,11 @@ class SaslInspector:
             if header.api_version == 0:
                 # v0 sends the tokens as bare frames without headers: nothing to match the
                 # upstream's answers to. Clients since Kafka 1.0 send v1.
-                return Verdict(close=True, reason="SaslHandshake v0 cannot be passed through")
+                return Verdict(
+                    close=True,
+                    reason="SaslHandshake v0 cannot be passed through",
+                    kind=SASL_UNSUPPORTED_MECHANISM,
+                )
             body = _decode_request(header, frame)
             if body is None:
                 return Verdict(close=True, reason="malformed SaslHandshake request")
@@ -77,6 +89,7 @@ class SaslInspector:
                     close=True,
                     reason=f"SASL mechanism {mechanism!r} cannot be passed through "
                     f"(passthrough learns principals from {', '.join(INSPECTED_MECHANISMS)})",
+                    kind=SASL_UNSUPPORTED_MECHANISM,
                 )
             self._mechanism, self._candidate, self._rounds = mechanism, None, 0
             self._state = _State.HANDSHAKE
@@ -91,6 +104,10 @@ class SaslInspector:
         self._rounds += 1
         return _GO_ON
 
+    def refusal(self, verdict: Verdict) -> Refusal:
+        """A closing verdict as the connection logs and counts it."""
+        return Refusal(verdict.kind, verdict.reason, self._mechanism or None)
+
     def response(self, api_key: int, api_version: int, frame: bytes) -> Verdict:
         """The upstream's answer to a request :meth:`request` let through."""
         try:
@@ -100,13 +117,21 @@ class SaslInspector:
         error = int(body.error_code)
         if api_key == api_keys.SASL_HANDSHAKE:
             if error != 0:
-                return Verdict(close=True, reason=f"upstream refused the mechanism (error {error})")
+                return Verdict(
+                    close=True,
+                    reason=f"upstream refused the mechanism (error {error})",
+                    kind=SASL_UNSUPPORTED_MECHANISM,
+                )
             self._state = _State.AUTHENTICATE
             return _GO_ON
         if error != 0:
             self._state = _State.IDLE
             message = body.error_message or f"error {error}"
-            return Verdict(close=True, reason=f"upstream refused authentication: {message}")
+            return Verdict(
+                close=True,
+                reason=f"upstream refused authentication: {message}",
+                kind=SASL_AUTHENTICATION_FAILED,
+            )
         if not self._complete(bytes(body.auth_bytes)):
             return _GO_ON
         self._state = _State.IDLE

@@ -13,10 +13,13 @@ class SaslError(Exception):
     so that, for instance, the existence of a user never leaks.
     """
 
-    def __init__(self, message: str, *, public: bool = False) -> None:
+    def __init__(self, message: str, *, public: bool = False, detail: str | None = None) -> None:
+        """``detail``: why, for the gateway's log, where it says more than ``message`` (the
+        reason a token was refused behind OAUTHBEARER's ``invalid_token``); never a secret."""
         super().__init__(message)
         self.message = message
         self.public = public
+        self.detail = detail if detail is not None else message
 
 
 class MechanismServer(Protocol):

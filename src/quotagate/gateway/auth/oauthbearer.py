@@ -5,18 +5,17 @@ One client message carries the token. A token that validates names the principal
 ``sasl.oauthbearer.sub.claim.name`` claim). A refused token is answered as Kafka answers it:
 a server challenge holding RFC 7628's error JSON, ``{"status":"invalid_token"}``; the client
 replies with a single ``\\x01`` and then gets SASL_AUTHENTICATION_FAILED carrying the same JSON.
-Why the token was refused goes to the log, never the token itself.
+Why the token was refused goes to the connection's refusal line (``detail="token refused:
+..."``, gateway/refusals.py), never the token itself.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Final, Protocol
 
 from quotagate.gateway.auth.jwks import JwksCache
 from quotagate.gateway.auth.mechanism import SaslError, SingleUserExchange
-from quotagate.logs import kv
 from quotagate.security.oauthbearer import (
     InvalidTokenError,
     MissingKeyError,
@@ -25,8 +24,6 @@ from quotagate.security.oauthbearer import (
     validate,
 )
 from quotagate.security.oauthbearer_message import InvalidClientFirstError, parse_client_first
-
-log = logging.getLogger(__name__)
 
 OAUTHBEARER: Final = "OAUTHBEARER"
 INVALID_TOKEN: Final = '{"status":"invalid_token"}'
@@ -68,13 +65,14 @@ class OAuthBearerServer(SingleUserExchange):
         self._validator = validator
         self._peer = peer
         self._error: str | None = None
+        self._refused = ""
 
     def evaluate(self, token: bytes) -> bytes:
         if self._username is not None:
             raise SaslError("Unexpected OAUTHBEARER token after the exchange ended")
         if token == _CONTROL_A and self._error is not None:
             # The client acknowledged our error challenge: now the exchange fails.
-            raise SaslError(self._error, public=True)
+            raise SaslError(self._error, public=True, detail=f"token refused: {self._refused}")
         self._error = None
         try:
             first = parse_client_first(token)
@@ -83,7 +81,8 @@ class OAuthBearerServer(SingleUserExchange):
         try:
             validated = self._validator.validate(first.token)
         except InvalidTokenError as exc:
-            log.warning(kv("oauthbearer_token_refused", client=self._peer, reason=str(exc)))
+            # Logged with the connection's refusal when the client acknowledges the challenge.
+            self._refused = str(exc)
             self._error = INVALID_TOKEN
             return INVALID_TOKEN.encode()
         if first.authorization_id and first.authorization_id != validated.principal:

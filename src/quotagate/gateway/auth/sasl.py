@@ -38,11 +38,15 @@ from kio.static.primitive import i64Timedelta
 
 from quotagate.gateway.auth.authenticator import (
     SASL_AUTHENTICATE,
+    SASL_AUTHENTICATION_FAILED,
     SASL_HANDSHAKE,
     SASL_MECHANISMS,
+    SASL_PROTOCOL_ERROR,
+    SASL_UNSUPPORTED_MECHANISM,
     SUPPORTED_SASL_MECHANISMS,
     AuthContext,
     AuthResult,
+    Refusal,
 )
 from quotagate.gateway.auth.mechanism import MechanismServer, SaslError
 from quotagate.gateway.auth.oauthbearer import OAUTHBEARER, OAuthBearerServer, TokenValidator
@@ -157,11 +161,13 @@ class SaslAuthenticator:
             return self._authenticate(api_version, correlation_id, request_frame)
         if api_key == SASL_HANDSHAKE:
             # A second handshake mid-exchange: Kafka answers with the API's error and closes.
-            self._fail(f"unexpected SaslHandshake in state {self._state.name}")
+            refusal = self._fail(
+                SASL_PROTOCOL_ERROR, f"unexpected SaslHandshake in state {self._state.name}"
+            )
             response = self._handshake_response(
                 api_version, correlation_id, ErrorCode.illegal_sasl_state
             )
-            return AuthResult(response, close=True)
+            return AuthResult(response, close=True, refusal=refusal)
         return self._closed(
             f"unexpected request api_key={api_key} during SASL {self._state.name.lower()}"
         )
@@ -176,7 +182,7 @@ class SaslAuthenticator:
             principal = self._principal_if_complete(server)
         except SaslError as failure:
             # Without SaslAuthenticate headers Kafka has no way to say why: it just closes.
-            return self._closed(failure.message)
+            return self._closed(failure.detail, SASL_AUTHENTICATION_FAILED)
         if principal is not None:
             self._start_session(server)  # no way to tell the client: it is closed at expiry
         return AuthResult(with_size_prefix(reply), principal=principal)
@@ -190,11 +196,13 @@ class SaslAuthenticator:
             return self._closed("malformed SaslHandshake request")
         mechanism: str = request.mechanism
         if mechanism not in self._mechanisms:
-            self._fail(f"unsupported SASL mechanism {mechanism!r}")
+            refusal = self._fail(
+                SASL_UNSUPPORTED_MECHANISM, f"unsupported SASL mechanism {mechanism!r}"
+            )
             response = self._handshake_response(
                 version, correlation_id, ErrorCode.unsupported_sasl_mechanism
             )
-            return AuthResult(response, close=True)
+            return AuthResult(response, close=True, refusal=refusal)
         previous = self._previous
         if previous is not None and mechanism != previous[0]:
             # Kafka accepts the handshake and fails the SaslAuthenticate that follows.
@@ -223,7 +231,7 @@ class SaslAuthenticator:
             reply = server.evaluate(request.auth_bytes)
             principal = self._principal_if_complete(server)
         except SaslError as failure:
-            self._fail(failure.message)
+            refusal = self._fail(SASL_AUTHENTICATION_FAILED, failure.detail)
             message = (
                 failure.message
                 if failure.public
@@ -233,7 +241,7 @@ class SaslAuthenticator:
             response = _authenticate_response(
                 module, correlation_id, ErrorCode.sasl_authentication_failed, message, b""
             )
-            return AuthResult(response, close=True)
+            return AuthResult(response, close=True, refusal=refusal)
         lifetime_ms = self._start_session(server) if principal is not None else 0
         response = _authenticate_response(
             module, correlation_id, ErrorCode.none, None, reply, lifetime_ms
@@ -341,22 +349,18 @@ class SaslAuthenticator:
         )
         return _encode_response(module.SaslHandshakeResponse, correlation_id, body)
 
-    def _closed(self, reason: str) -> AuthResult:
+    def _closed(self, detail: str, reason: str = SASL_PROTOCOL_ERROR) -> AuthResult:
         """Fail, and close the connection without an answer."""
-        self._fail(reason)
-        return AuthResult(None, close=True)
+        return AuthResult(None, close=True, refusal=self._fail(reason, detail))
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str, detail: str) -> Refusal:
+        """The exchange is over; the connection logs the refusal (rate-limited) and counts it."""
+        server = self._server
         self._state = _State.FAILED
         self._server = None
-        log.warning(
-            "SASL: %s failed for %s:%d on listener %s: %s",
-            "authentication" if self._previous is None else "re-authentication",
-            self._context.peer_host,
-            self._context.peer_port,
-            self._context.listener,
-            reason,
-        )
+        if self._previous is not None:
+            detail = f"re-authentication: {detail}"
+        return Refusal(reason, detail, server.mechanism if server is not None else None)
 
 
 class SaslAuthenticatorFactory:
