@@ -1,12 +1,13 @@
-"""Gateway pass-through cost: confluent-kafka straight to tansu vs through quotagate, same run.
+"""Gateway pass-through cost: confluent-kafka straight to a broker vs through quotagate, same run.
 
     python benchmarks/passthrough.py [--messages 50000] [--rounds 3] [--rate 1000]
-                                     [--quotas-usage] [--baseline-src DIR]
+                                     [--quotas-usage] [--baseline-src DIR] [--upstream kafka]
 
-Starts an embedded tansu broker and a ``quotagate serve`` process in front of it (its own
-process, as in production), then alternates direct and gateway rounds so drift on a noisy
-machine hits both sides alike. Reports medians over rounds: produce and consume throughput
-(1 KiB messages) and produce latency percentiles at a fixed moderate rate.
+Starts an embedded tansu broker (or, ``--upstream kafka``, one Apache Kafka broker) and a
+``quotagate serve`` process in front of it (its own process, as in production), then
+alternates direct and gateway rounds so drift on a noisy machine hits both sides alike.
+Reports medians over rounds: produce and consume throughput (1 KiB messages) and produce
+latency percentiles at a fixed moderate rate.
 
 ``--quotas-usage`` configures produce, fetch, request and mutation quotas for every client
 (far above what the run reaches, as a production gateway has them) and writes usage events
@@ -36,8 +37,9 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import upstreams
 from quotagate._compiled import PURE_PYTHON
-from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port, free_ports
+from quotagate.gateway.embedded import LOOPBACK, free_port, free_ports
 from quotagate.store.quotas import Change, QuotaStore
 
 MESSAGE_BYTES = 1024
@@ -65,9 +67,10 @@ def main() -> None:
     parser.add_argument("--quotas-usage", action="store_true", help="quotas and usage events on")
     parser.add_argument("--baseline-src", type=Path, help="also run a gateway from this src")
     parser.add_argument("--pure", action="store_true", help="also run a pure-Python gateway")
+    upstreams.add_option(parser)
     args = parser.parse_args()
 
-    with TansuBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+    with upstreams.started(args.upstream) as broker, tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         stores: dict[Path | None, str] = {}
         gateways: dict[str, subprocess.Popen[bytes]] = {}
@@ -87,7 +90,7 @@ def main() -> None:
                         stores[src] = f'[store]\npath = "{store}"\n'
                     config = stores[src] + f'[usage]\npath = "{workdir / f"usage-{index}"}"\n'
                 bootstrap, gateways[name] = start_gateway(
-                    broker.bootstrap, workdir, config, src, pure=pure
+                    broker.bootstrap, workdir, config, src, pure=pure, node_ids=broker.node_ids
                 )
                 sides.append((name, bootstrap))
             results = {name: Figures() for name, _ in sides}

@@ -1,8 +1,9 @@
 """Small requests per second and CPU per request: direct broker vs a bare relay vs quotagate.
 
-    .venv/bin/python benchmarks/request_rate.py [--seconds 10] [--rounds 3]
+    .venv/bin/python benchmarks/request_rate.py [--seconds 10] [--rounds 3] [--upstream kafka]
 
-One embedded tansu broker; in front of it, each in its own process:
+One embedded tansu broker (``--upstream kafka``: one Apache Kafka broker); in front of it,
+each in its own process:
 
 * haproxy in TCP mode (one thread) when ``haproxy`` is on the PATH: a bare relay;
 * the minimal uvloop relay in this file (``--relay``), which frames both directions and checks
@@ -44,8 +45,9 @@ from typing import Any, cast
 import uvloop
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import upstreams
 from passthrough import configure_quotas, start_gateway
-from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from quotagate.gateway.embedded import LOOPBACK, free_port
 from quotagate.protocol.framing import FrameReader
 from request_cost import produce_api
 
@@ -285,6 +287,7 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=8)
     parser.add_argument("--baseline-src", type=Path, help="also run a gateway from this src")
     parser.add_argument("--pure", action="store_true", help="also run a pure-Python gateway")
+    upstreams.add_option(parser)
     parser.add_argument("--load", nargs=2, metavar=("HOST", "PORT"), help=argparse.SUPPRESS)
     parser.add_argument("--tls-ca", help=argparse.SUPPRESS)
     parser.add_argument("--relay", nargs=3, metavar=("PORT", "HOST", "UPSTREAM_PORT"),
@@ -300,7 +303,7 @@ def main() -> None:
         port, host, upstream_port = args.relay
         uvloop.run(_relay(int(port), (host, int(upstream_port))))
         return
-    with TansuBroker() as broker, tempfile.TemporaryDirectory() as tmp:
+    with upstreams.started(args.upstream) as broker, tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for future in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
@@ -318,6 +321,7 @@ def main() -> None:
             broker.bootstrap,
             workdir,
             f'[store]\npath = "{store}"\n[usage]\npath = "{workdir / "usage"}"\n',
+            node_ids=broker.node_ids,
         )
         gateways = [gateway_process]
         if args.pure:
@@ -326,6 +330,7 @@ def main() -> None:
                 workdir,
                 f'[store]\npath = "{store}"\n[usage]\npath = "{workdir / "usage-pure"}"\n',
                 pure=True,
+                node_ids=broker.node_ids,
             )
             gateways.append(pure_process)
         if args.baseline_src is not None:
@@ -337,6 +342,7 @@ def main() -> None:
                 f'[store]\npath = "{baseline_store}"\n'
                 f'[usage]\npath = "{workdir / "usage-baseline"}"\n',
                 args.baseline_src.resolve(),
+                node_ids=broker.node_ids,
             )
             gateways.append(baseline_process)
         targets: dict[str, tuple[str, int | None]] = {"direct broker": (broker.bootstrap, None)}

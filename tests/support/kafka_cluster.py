@@ -1,8 +1,9 @@
-"""A real Apache Kafka cluster on loopback: three KRaft nodes started from Kafka's own jars.
+"""A real Apache Kafka cluster on loopback: KRaft nodes started from Kafka's own jars.
 
-Each node is broker and controller at once (three voters, so one node killed leaves a
-quorum), formatted with Kafka's ``kafka.tools.StorageTool`` and run with ``kafka.Kafka``,
-with the jars of ``java/kafka/pom.xml`` (``tools/jars.py``). Every node has four listeners:
+Three nodes by default, each broker and controller at once (three voters, so one node
+killed leaves a quorum), formatted with Kafka's ``kafka.tools.StorageTool`` and run with
+``kafka.Kafka``, with the jars of ``java/kafka/pom.xml`` (``tools/jars.py``). Every node has
+four listeners:
 
 * ``PLAINTEXT``, also the inter-broker listener;
 * ``SSL``, client certificates requested (``ssl.client.auth=requested``);
@@ -43,7 +44,6 @@ from quotagate.gateway.local_process import terminate, wait_until_accepting
 from support.certificates import CertificateAuthority, Leaf
 from support.oauth import AUDIENCE, ISSUER, IdentityProvider
 
-NODE_IDS: Final = (1, 2, 3)
 LISTENERS: Final = ("PLAINTEXT", "SSL", "SASL_SSL", "CONTROLLER")
 PLAIN_USERS: Final = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 """SASL/PLAIN users of the ``SASL_SSL`` listener (its JAAS config)."""
@@ -137,8 +137,10 @@ class KafkaCluster:
         certificates: CertificateAuthority,
         identity: IdentityProvider,
         overrides: Mapping[str, str] | None = None,
+        nodes: int = 3,
     ) -> None:
-        """``overrides``: broker properties over the ones below (quota windows, say)."""
+        """``overrides``: broker properties over the ones below (quota windows, say);
+        ``nodes``: how many (a benchmark against one broker, like tansu, takes one)."""
         self.directory = directory
         self.overrides = dict(overrides or {})
         self.certificates = certificates
@@ -150,8 +152,9 @@ class KafkaCluster:
             node_id: KafkaNode(
                 node_id, directory / f"node-{node_id}", {name: free_port() for name in LISTENERS}
             )
-            for node_id in NODE_IDS
+            for node_id in range(1, nodes + 1)
         }
+        self.replication = min(nodes, 3)
 
     # -- addresses and client configs ------------------------------------------------------
 
@@ -238,15 +241,15 @@ class KafkaCluster:
             "num.network.threads": "2",
             "num.io.threads": "2",
             "num.partitions": "1",
-            "default.replication.factor": "3",
-            "min.insync.replicas": "2",
+            "default.replication.factor": str(self.replication),
+            "min.insync.replicas": str(min(self.replication, 2)),
             "offsets.topic.num.partitions": "6",
-            "offsets.topic.replication.factor": "3",
+            "offsets.topic.replication.factor": str(self.replication),
             "transaction.state.log.num.partitions": "6",
-            "transaction.state.log.replication.factor": "3",
-            "transaction.state.log.min.isr": "2",
-            "share.coordinator.state.topic.replication.factor": "3",
-            "share.coordinator.state.topic.min.isr": "2",
+            "transaction.state.log.replication.factor": str(self.replication),
+            "transaction.state.log.min.isr": str(min(self.replication, 2)),
+            "share.coordinator.state.topic.replication.factor": str(self.replication),
+            "share.coordinator.state.topic.min.isr": str(min(self.replication, 2)),
             "group.initial.rebalance.delay.ms": "0",
             "log.segment.bytes": str(16 * 1024 * 1024),
             # TLS: a PEM keystore (key and chain in one file) and the test CA as trust store.
@@ -366,13 +369,13 @@ class KafkaCluster:
 
 @contextmanager
 def kafka_cluster(
-    directory: Path, overrides: Mapping[str, str] | None = None
+    directory: Path, overrides: Mapping[str, str] | None = None, nodes: int = 3
 ) -> Iterator[KafkaCluster]:
     """A started cluster with its CA and identity provider, stopped when the block ends."""
     directory.mkdir(parents=True, exist_ok=True)
     certificates = CertificateAuthority(directory)
     with IdentityProvider().serving() as identity:
-        cluster = KafkaCluster(directory, certificates, identity, overrides)
+        cluster = KafkaCluster(directory, certificates, identity, overrides, nodes)
         try:
             cluster.start()
             yield cluster
