@@ -232,7 +232,10 @@ def main() -> None:
         "quota.window.size.seconds": "1",
         "controller.quota.window.num": str(MUTATION_WINDOWS),
     }
-    with tempfile.TemporaryDirectory() as tmp, kafka_cluster(Path(tmp) / "kafka", windows) as c:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        kafka_cluster(Path(tmp) / "kafka", windows, request_log=False) as c,
+    ):
         extra = f"""
 [quotas]
 "quota.window.num" = {args.windows}

@@ -39,7 +39,10 @@ def add_option(parser: argparse.ArgumentParser) -> None:
 @contextmanager
 def started(kind: str) -> Iterator[Broker]:
     if kind == "kafka":
-        with tempfile.TemporaryDirectory() as tmp, kafka_cluster(Path(tmp), nodes=1) as cluster:
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            kafka_cluster(Path(tmp), nodes=1, request_log=False) as cluster,
+        ):
             yield Broker(kind, cluster.bootstrap(), tuple(cluster.nodes))
     else:
         with TansuBroker() as broker:

@@ -75,7 +75,7 @@ appender.requests.layout.pattern = [%d] %p %m (%c)%n
 rootLogger.level = INFO
 rootLogger.appenderRef.server.ref = server
 logger.requests.name = kafka.request.logger
-logger.requests.level = DEBUG
+logger.requests.level = {level}
 logger.requests.additivity = false
 logger.requests.appenderRef.requests.ref = requests
 """
@@ -138,9 +138,13 @@ class KafkaCluster:
         identity: IdentityProvider,
         overrides: Mapping[str, str] | None = None,
         nodes: int = 3,
+        request_log: bool = True,
     ) -> None:
         """``overrides``: broker properties over the ones below (quota windows, say);
-        ``nodes``: how many (a benchmark against one broker, like tansu, takes one)."""
+        ``nodes``: how many (a benchmark against one broker, like tansu, takes one);
+        ``request_log``: whether ``kafka.request.logger`` writes at DEBUG (a line for every
+        request, written by the broker's network threads: off for a benchmark)."""
+        self.request_log = request_log
         self.directory = directory
         self.overrides = dict(overrides or {})
         self.certificates = certificates
@@ -369,13 +373,16 @@ class KafkaCluster:
 
 @contextmanager
 def kafka_cluster(
-    directory: Path, overrides: Mapping[str, str] | None = None, nodes: int = 3
+    directory: Path,
+    overrides: Mapping[str, str] | None = None,
+    nodes: int = 3,
+    request_log: bool = True,
 ) -> Iterator[KafkaCluster]:
     """A started cluster with its CA and identity provider, stopped when the block ends."""
     directory.mkdir(parents=True, exist_ok=True)
     certificates = CertificateAuthority(directory)
     with IdentityProvider().serving() as identity:
-        cluster = KafkaCluster(directory, certificates, identity, overrides, nodes)
+        cluster = KafkaCluster(directory, certificates, identity, overrides, nodes, request_log)
         try:
             cluster.start()
             yield cluster
