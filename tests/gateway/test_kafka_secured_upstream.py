@@ -9,14 +9,16 @@ to Kafka, which accepts or refuses them. No password, secret or token reaches a 
 
 from __future__ import annotations
 
+import collections
 import logging
+import re
 import secrets
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
 from quotagate.gateway.background import BackgroundGateway
@@ -24,7 +26,7 @@ from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream
 from quotagate.store.quotas import Change
 from support.clients import authentication_error, confluent_round_trip, new_topic
 from support.gateways import gateway_config
-from support.kafka_cluster import PLAIN_USERS, SCRAM_USERS, KafkaCluster
+from support.kafka_cluster import PLAIN_USERS, REAUTH_MS, SCRAM_USERS, KafkaCluster
 from support.log_lines import discovery_refusals
 from support.upstreams import Upstream
 
@@ -222,3 +224,77 @@ def test_passthrough_alice_is_held_to_her_quota(passthrough: BackgroundGateway) 
     assert producer.flush(60) == 0
     rate = 500_000 / (time.monotonic() - started)
     assert 0.5 * QUOTA <= rate <= 1.2 * QUOTA, f"{rate:.0f} B/s, quota {QUOTA}"
+
+
+# -- KIP-368: Kafka's connections.max.reauth.ms --------------------------------------------
+
+
+def test_the_gateways_links_reauthenticate_before_kafka_closes_them(
+    kafka: KafkaCluster,
+    start_gateway: Callable[..., BackgroundGateway],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kafka's REAUTH listener ends every SASL session after ``REAUTH_MS``: a client that has
+    not re-authenticated by then is disconnected. A producer and a consumer run through the
+    gateway for several sessions' length: the gateway's upstream links re-authenticate in time
+    (each several times), no connection is closed, every message comes back once, in order."""
+    caplog.set_level(logging.DEBUG, logger="quotagate")
+    security = _security(
+        kafka,
+        "SASL_SSL",
+        **{
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "carol",
+            "sasl.password": "carol-secret",
+        },
+    )
+    gateway = start_gateway(_upstream(kafka, "REAUTH"), upstream_security=security)
+    config = {"bootstrap.servers": str(gateway.bootstrap)}
+    topic = new_topic(config, "kafka-reauth")
+    producer = Producer({**config, "acks": "all", "linger.ms": 0})
+    # A link re-authenticates once its forwarded requests are answered (as Kafka's clients
+    # do), so a fetch waiting at the broker delays it: short waits keep it inside the 5-15 %
+    # of the session KIP-368 leaves.
+    consumer = Consumer(
+        {
+            **config,
+            "group.id": f"g-{topic}",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    sent: list[bytes] = []
+    received: list[bytes] = []
+
+    def run(seconds: float, settled: Callable[[], bool] = lambda: False) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not settled():
+            sent.append(f"r-{len(sent):05d}".encode())
+            producer.produce(topic, sent[-1])
+            producer.poll(0)
+            for message in consumer.consume(100, 0.02):
+                assert message.error() is None, message.error()
+                received.append(message.value())
+
+    # Measured once the clients settled: the first message back, and a second more, in
+    # which librdkafka drops its bootstrap connections.
+    run(30, settled=lambda: bool(received))
+    run(1.0)
+    caplog.clear()
+    run(2.2 * REAUTH_MS / 1000)
+    run(30, settled=lambda: len(received) >= len(sent) - 1)
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("quotagate")]
+    assert producer.flush(30) == 0
+    consumer.close()
+    assert received == sent[: len(received)] and len(sent) - len(received) <= 1
+    assert len(sent) > 50
+    closed = [line for line in lines if "connection_closed" in line or "expired" in line]
+    assert not closed, closed
+    renewed = collections.Counter(
+        match.group(1)
+        for line in lines
+        if (match := re.search(r"upstream_reauthenticated id=(\d+)", line))
+    )
+    assert renewed and max(renewed.values()) >= 2, renewed
+    assert "carol-secret" not in caplog.text

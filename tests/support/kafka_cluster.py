@@ -11,6 +11,8 @@ four listeners:
   Kafka's admin API, ``AlterUserScramCredentials``) and OAUTHBEARER validated by Kafka's own
   ``OAuthBearerValidatorCallbackHandler`` against the JWKS of an identity provider the test
   serves;
+* ``REAUTH``, SASL_SSL again (PLAIN and SCRAM-SHA-512) with ``connections.max.reauth.ms`` of
+  ``REAUTH_MS``: a client must re-authenticate (KIP-368) or is disconnected;
 * ``CONTROLLER``, for the quorum only.
 
 ``kafka.request.logger`` writes at DEBUG into each node's ``request.log`` (what a broker's
@@ -44,7 +46,9 @@ from quotagate.gateway.local_process import terminate, wait_until_accepting
 from support.certificates import CertificateAuthority, Leaf
 from support.oauth import AUDIENCE, ISSUER, IdentityProvider
 
-LISTENERS: Final = ("PLAINTEXT", "SSL", "SASL_SSL", "CONTROLLER")
+LISTENERS: Final = ("PLAINTEXT", "SSL", "SASL_SSL", "REAUTH", "CONTROLLER")
+REAUTH_MS: Final = 10_000
+"""``connections.max.reauth.ms`` of the REAUTH listener (KIP-368)."""
 PLAIN_USERS: Final = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 """SASL/PLAIN users of the ``SASL_SSL`` listener (its JAAS config)."""
 SCRAM_USERS: Final = {"carol": "carol-secret", "dave": "dave-secret"}
@@ -238,7 +242,7 @@ class KafkaCluster:
             "listeners": listeners,
             "advertised.listeners": advertised,
             "listener.security.protocol.map": (
-                "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT"
+                "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,REAUTH:SASL_SSL,CONTROLLER:PLAINTEXT"
             ),
             "log.dirs": str(node.directory / "data"),
             # Small and quick for a test machine, replicated so one node may fail.
@@ -274,6 +278,12 @@ class KafkaCluster:
             f"{sasl}.oauthbearer.sasl.server.callback.handler.class": (
                 "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
             ),
+            "listener.name.reauth.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "listener.name.reauth.connections.max.reauth.ms": str(REAUTH_MS),
+            "listener.name.reauth.plain.sasl.jaas.config": _jaas_plain(PLAIN_USERS),
+            "listener.name.reauth.scram-sha-512.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
             "sasl.oauthbearer.jwks.endpoint.url": self.identity.jwks_url,
             "sasl.oauthbearer.expected.audience": AUDIENCE,
             "sasl.oauthbearer.expected.issuer": ISSUER,
@@ -288,7 +298,10 @@ class KafkaCluster:
             keystore.write_bytes(leaf.key.read_bytes() + leaf.certificate.read_bytes())
         lines = (f"{key}={value}" for key, value in self._properties(node).items())
         (node.directory / "server.properties").write_text("\n".join(lines) + "\n")
-        (node.directory / "log4j2.properties").write_text(_LOG4J2.format(directory=node.directory))
+        level = "DEBUG" if self.request_log else "INFO"
+        (node.directory / "log4j2.properties").write_text(
+            _LOG4J2.format(directory=node.directory, level=level)
+        )
 
     def _java(self, node: KafkaNode, main: str, *args: str) -> list[str]:
         return [
