@@ -92,6 +92,8 @@ def run_driver(
             f"{main} {' '.join(args)} exited {returncode}:\n{''.join(errors)[-4000:]}"
         )
     result: dict[str, Any] = json.loads(lines[-1])
+    # What else the program printed (log4j2's default configuration writes errors to stdout).
+    result["output"] = [line for line in lines[:-1] if not markers or line not in markers]
     return result
 
 
