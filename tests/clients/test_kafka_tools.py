@@ -249,7 +249,7 @@ def test_topics_perf_tests_and_consumer_groups(
     ratio = float(final.group(1)) * PERF_RECORD_BYTES / PERF_QUOTA
     print(f"kafka-producer-perf-test: {final.group(0)}: {ratio:.3f} x the quota")
     # Held to the quota. With acks=all each mute starts only once three replicas answered,
-    # and the tool's rate counts from its first send: measured 0.71-0.76 x here, on a loaded
+    # and the tool's rate counts from its first send: measured 0.67-0.76 x here, on a loaded
     # machine, where the Java matrix's acks=1 producer achieves 1.0 x.
     assert 0.5 <= ratio <= 1.05, produced
 
