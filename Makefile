@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 KAFKAJS := tests/clients/kafkajs
 KAFKAJS_STAMP := $(KAFKAJS)/node_modules/.package-lock.json
 
-.PHONY: run test lint bench clean tools fuzz native jars
+.PHONY: run test lint bench clean tools fuzz native jars java-drivers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,7 @@ native: $(STAMP)
 run: native
 	$(BIN)/quotagate serve --config examples/quotagate.toml
 
-test: native tools jars $(KAFKAJS_STAMP)
+test: native tools jars java-drivers $(KAFKAJS_STAMP)
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy
 	$(BIN)/pytest
@@ -34,6 +34,11 @@ test: native tools jars $(KAFKAJS_STAMP)
 # copied once into a cache outside the checkout (tools/jars.py); `make run` needs none of them.
 jars: | $(BIN)/python
 	$(BIN)/python tools/jars.py
+
+# The suite's small Java drivers (tests/clients/java), compiled with javac against each jar set
+# into build/java (tools/java_drivers.py); compiled again only when a driver or a pom changes.
+java-drivers: jars
+	$(BIN)/python tools/java_drivers.py
 
 # Debian's packages the suite drives for real: chromium (the report test), kcat (an old
 # librdkafka, 2.0.2, in the client matrix), Node.js for KafkaJS, tmux (the terminal
