@@ -64,15 +64,6 @@ def _produce_series(runtime: QuotaRuntime, name: str) -> float:
     return 0.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the gateway caps Produce at v9 (KIP-951 NodeEndpoints) yet passes Kafka 4.3.1's "
-    "finalized transaction.version=2 through ApiVersions: the client then skips "
-    "AddPartitionsToTxn (KIP-890) and the broker, seeing Produce below v12, refuses the "
-    "transactional records with INVALID_TXN_STATE ('Partition was not added to the "
-    "transaction'), so the application goes to ERROR",
-)
 def test_word_count_exactly_once_under_a_quota(
     streams_gateway: tuple[BackgroundGateway, QuotaRuntime], tmp_path: Path
 ) -> None:

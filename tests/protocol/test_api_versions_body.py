@@ -42,3 +42,40 @@ def test_tagged_fields_with_values_are_kept_byte_for_byte() -> None:
     body = parse_api_versions(_v3_frame(epoch + b"\x03\x01\x00" + unknown, 3), 3)
     rewritten = body.with_ranges(body.ranges)
     assert rewritten.endswith(struct.pack(">i", 0) + b"\x02" + epoch + unknown)
+
+
+def _feature(name: str, first: int, second: int) -> bytes:
+    encoded = name.encode()
+    return bytes([len(encoded) + 1]) + encoded + struct.pack(">hh", first, second) + b"\x00"
+
+
+def _tag(tag: int, value: bytes) -> bytes:
+    return bytes([tag, len(value)]) + value
+
+
+def test_transaction_version_2_is_advertised_as_1_while_produce_is_capped_below_v12() -> None:
+    """KIP-890: a client that sees transaction.version 2 sends transactional Produce without
+    AddPartitionsToTxn, which Kafka accepts only from Produce v12; the gateway's Produce stops
+    at v9, so it lowers the level (Kafka Streams with exactly_once_v2 failed without this).
+    Other features pass as they are."""
+    supported = (
+        b"\x03" + _feature("transaction.version", 0, 2) + _feature("metadata.version", 7, 27)
+    )
+    finalized = (
+        b"\x03" + _feature("transaction.version", 2, 2) + _feature("metadata.version", 27, 27)
+    )
+    epoch = _tag(1, struct.pack(">q", 42))
+    frame = _v3_frame(_tag(0, supported) + epoch + _tag(2, finalized), 3)
+    rewritten = parse_api_versions(frame, 3).with_ranges([VersionRange(api_keys.METADATA, 0, 12)])
+    decoded = codec.decode_response(rewritten, api_keys.API_VERSIONS, 3)
+    assert {
+        str(f.name): (int(f.min_version), int(f.max_version)) for f in decoded.supported_features
+    } == {
+        "transaction.version": (0, 1),
+        "metadata.version": (7, 27),
+    }
+    assert {
+        str(f.name): (int(f.max_version_level), int(f.min_version_level))
+        for f in decoded.finalized_features
+    } == {"transaction.version": (1, 1), "metadata.version": (27, 27)}
+    assert int(decoded.finalized_features_epoch) == 42

@@ -31,6 +31,15 @@ VERSION_CAPS: Final[Mapping[int, int]] = {
     api_keys.DESCRIBE_QUORUM: 1,
 }
 
+# KIP-890: a client that sees transaction.version 2 finalized leaves AddPartitionsToTxn out
+# and relies on the broker adding partitions from transactional Produce requests, which it
+# does only from Produce v12. With Produce capped below that, the gateway advertises the
+# feature at most at level 1, so clients run transactions the way brokers still accept.
+_TRANSACTION_V2_PRODUCE: Final = 12
+FEATURE_CAPS: Final[Mapping[str, int]] = (
+    {"transaction.version": 1} if VERSION_CAPS[api_keys.PRODUCE] < _TRANSACTION_V2_PRODUCE else {}
+)
+
 # KIP-932 share-group data APIs carry NodeEndpoints in every version.
 NOT_ADVERTISED: Final = frozenset({api_keys.SHARE_FETCH, api_keys.SHARE_ACKNOWLEDGE})
 

@@ -2,8 +2,9 @@
 
 The ``api_keys`` array is rewritten, the throttle time copied. The top-level tagged fields of
 v3+ (supported features, finalized features and their epoch, ZooKeeper migration) are copied
-byte for byte except those holding their default value, which are left out as Kafka's own
-serializer leaves them out: librdkafka before 2.2.0 mis-skips tagged fields, and a default
+byte for byte, but for the feature levels ``FEATURE_CAPS`` lowers (in place: a level is two
+bytes whatever its value) and those holding their default value, which are left out as Kafka's
+own serializer leaves them out: librdkafka before 2.2.0 mis-skips tagged fields, and a default
 ``FinalizedFeaturesEpoch`` of -1 copied from the upstream made it read a huge length and fail
 the whole connection (Debian's kcat 1.7.1 could not connect). Tags kio does not know are kept.
 """
@@ -14,7 +15,7 @@ from collections.abc import Iterable
 from struct import Struct
 from typing import Final
 
-from quotagate.protocol.api_support import VersionRange
+from quotagate.protocol.api_support import FEATURE_CAPS, VersionRange
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.framing import with_size_prefix
 from quotagate.protocol.headers import (
@@ -120,9 +121,38 @@ def _without_default_tags(tail: bytes) -> bytes:
         if end > len(tail):
             raise HeaderError("ApiVersions tagged field runs past the end of the frame")
         if _TAG_DEFAULTS.get(tag) != tail[offset:end]:
-            kept.append(tail[start:end])
+            field = tail[start:end]
+            if tag in _FEATURE_TAGS and FEATURE_CAPS:
+                field = field[: offset - start] + _capped_features(tail[offset:end], tag)
+            kept.append(field)
         offset = end
     return tail[:_THROTTLE_TIME_BYTES] + _uvarint(len(kept)) + b"".join(kept) + tail[offset:]
+
+
+# SupportedFeatures (tag 0): name, min_version, max_version; FinalizedFeatures (tag 2): name,
+# max_version_level, min_version_level. Where each entry's maximum and minimum are.
+_FEATURE_TAGS: Final[dict[int, tuple[int, int]]] = {0: (2, 0), 2: (0, 2)}
+_LEVEL = Struct(">h")
+
+
+def _capped_features(array: bytes, tag: int) -> bytes:
+    """A feature array (compact, entries with tagged fields) with every feature named in
+    ``FEATURE_CAPS`` at most at its cap."""
+    out = bytearray(array)
+    count_plus_one, offset = read_uvarint(array, 0)
+    max_at, min_at = _FEATURE_TAGS[tag]
+    for _ in range(max(count_plus_one - 1, 0)):
+        length_plus_one, offset = read_uvarint(array, offset)
+        name_end = offset + max(length_plus_one - 1, 0)
+        if name_end + 4 > len(array):
+            raise HeaderError("ApiVersions feature entry runs past its field")
+        cap = FEATURE_CAPS.get(array[offset:name_end].decode("utf-8", "replace"))
+        if cap is not None:
+            for at in (name_end + max_at, name_end + min_at):
+                (level,) = _LEVEL.unpack_from(array, at)
+                _LEVEL.pack_into(out, at, min(level, cap))
+        offset = skip_tagged_fields(array, name_end + 4)
+    return bytes(out)
 
 
 def _uvarint(value: int) -> bytes:
