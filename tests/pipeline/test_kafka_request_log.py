@@ -3,10 +3,10 @@ exactly as Kafka 4.3.1's ``kafka.request.logger`` wrote them (the JSON form of K
 writes no text form), through ``quotagate pipeline ingest``.
 
 Real clients (librdkafka) work straight at the cluster with client ids of their own and known
-byte counts; each keeps its own count of the requests it sent (librdkafka's statistics). The
-ingest must read every line Kafka wrote (none failed, none another logger's), count every
-request each client made, by API, and give each producer's produce bytes and the consumer's
-fetch bytes within 1 % of what the clients sent and read.
+byte counts; each keeps its own account of the requests it sent (librdkafka's protocol debug
+lines). The ingest must read every line Kafka wrote (none failed, none another logger's),
+count every request each client made, by API, and give each producer's produce bytes and
+the consumer's fetch bytes within 1 % of what the clients sent and read.
 """
 
 from __future__ import annotations
@@ -14,19 +14,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pyarrow.dataset as ds
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from quotagate.pipeline.apis import API_NAMES
+from quotagate.pipeline.ingest_line import FORWARDED
+from support import wire_clients
 from support.kafka_cluster import KafkaCluster
 
 pytestmark = pytest.mark.integration
@@ -35,123 +34,6 @@ PARTITIONS = 3
 # client id → (records, value size): different sizes, so a mix-up would show.
 PRODUCERS = {"reqlog-producer-a": (400, 5000), "reqlog-producer-b": (200, 20000)}
 CONSUMER = "reqlog-consumer"
-STATS_MS = 100
-
-
-class Stats:
-    """librdkafka's latest statistics, from its ``stats_cb``."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._latest: dict[str, Any] = {}
-        self.emitted = 0
-
-    def __call__(self, document: str) -> None:
-        with self._lock:
-            self._latest = json.loads(document)
-            self.emitted += 1
-
-    def latest(self) -> dict[str, Any]:
-        with self._lock:
-            return self._latest
-
-    def requests(self) -> Counter[str]:
-        """Requests sent, by librdkafka's name of the API, over every broker connection."""
-        sent: Counter[str] = Counter()
-        for broker in self.latest().get("brokers", {}).values():
-            sent.update({name: count for name, count in broker.get("req", {}).items() if count})
-        return sent
-
-    def idle(self) -> bool:
-        """Nothing queued or awaiting a response on any connection."""
-        brokers = self.latest().get("brokers", {}).values()
-        return bool(brokers) and all(
-            b["outbuf_cnt"] == 0 and b["waitresp_cnt"] == 0 and b["waitresp_msg_cnt"] == 0
-            for b in brokers
-        )
-
-
-def _settled(client: Any, stats: Stats, timeout_s: float = 30.0) -> Counter[str]:
-    """The client's request counts once it has nothing in flight and two reports agree."""
-    deadline = time.monotonic() + timeout_s
-    previous: Counter[str] | None = None
-    while time.monotonic() < deadline:
-        seen = stats.emitted
-        while stats.emitted == seen and time.monotonic() < deadline:
-            client.poll(0.05)
-        current = stats.requests()
-        if stats.idle() and current == previous:
-            return current
-        previous = current
-    raise AssertionError(f"the client never settled: {stats.latest().get('brokers')}")
-
-
-def _produce(bootstrap: str, topic: str, client_id: str, records: int, size: int) -> Counter[str]:
-    stats = Stats()
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "client.id": client_id,
-            "acks": "all",
-            "linger.ms": 5,
-            "statistics.interval.ms": STATS_MS,
-            "stats_cb": stats,
-        }
-    )
-    failures: list[str] = []
-
-    def delivered(error: Any, _message: Any) -> None:
-        if error is not None:
-            failures.append(str(error))
-
-    value = b"x" * size
-    for n in range(records):
-        while True:
-            try:
-                producer.produce(topic, value, partition=n % PARTITIONS, on_delivery=delivered)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    assert failures == []
-    return _settled(producer, stats)
-
-
-def _consume(bootstrap: str, topic: str, expected: int) -> tuple[Counter[str], int]:
-    """Read the topic from the start (assigned, no group); the requests and the value bytes."""
-    stats = Stats()
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "client.id": CONSUMER,
-            "group.id": "unused",  # librdkafka wants one; assign() never joins it
-            "enable.auto.commit": False,
-            # One fetch takes a partition whole: no batch cut short at a limit and fetched
-            # again, so the bytes fetched are the bytes read.
-            "fetch.max.bytes": 50_000_000,
-            "max.partition.fetch.bytes": 50_000_000,
-            "receive.message.max.bytes": 60_000_000,
-            "statistics.interval.ms": STATS_MS,
-            "stats_cb": stats,
-        }
-    )
-    partitions = [TopicPartition(topic, p, 0) for p in range(PARTITIONS)]
-    consumer.assign(partitions)
-    read = value_bytes = 0
-    deadline = time.monotonic() + 60
-    while read < expected and time.monotonic() < deadline:
-        message = consumer.poll(0.2)
-        if message is None or message.error() is not None:
-            continue
-        read += 1
-        value_bytes += len(message.value())
-    assert read == expected
-    consumer.pause(partitions)
-    try:
-        return _settled(consumer, stats), value_bytes
-    finally:
-        consumer.close()
 
 
 def _complete_lines(source: Path, target: Path) -> None:
@@ -175,15 +57,17 @@ def test_kafka_request_log_counts_every_request_and_byte_of_each_client(
     for future in admin.create_topics([NewTopic(topic, PARTITIONS)]).values():
         future.result(30)
 
-    sent = {
-        client_id: _produce(bootstrap, topic, client_id, records, size)
-        for client_id, (records, size) in PRODUCERS.items()
+    accounts = {
+        client_id: wire_clients.run("produce", bootstrap, topic, client_id, PARTITIONS, *shape)
+        for client_id, shape in PRODUCERS.items()
     }
     total_records = sum(records for records, _ in PRODUCERS.values())
-    sent[CONSUMER], read_bytes = _consume(bootstrap, topic, total_records)
+    accounts[CONSUMER] = wire_clients.run(
+        "consume", bootstrap, topic, CONSUMER, PARTITIONS, total_records
+    )
     expected = {
-        client_id: Counter({_librdkafka_api(name): n for name, n in requests.items()})
-        for client_id, requests in sent.items()
+        client_id: Counter({_librdkafka_api(name): n for name, n in account.sent.items()})
+        for client_id, account in accounts.items()
     }
 
     # Kafka writes a request's line once its response is sent: wait for the last ones.
@@ -203,6 +87,7 @@ def test_kafka_request_log_counts_every_request_and_byte_of_each_client(
         time.sleep(0.1)
     for node in kafka.nodes.values():
         _complete_lines(node.request_log, logs / f"node-{node.node_id}.log")
+    forwarded = sum(path.read_text().count('"isForwarded":true') for path in logs.iterdir())
 
     out = tmp_path / "events"
     done = subprocess.run(
@@ -241,13 +126,19 @@ def test_kafka_request_log_counts_every_request_and_byte_of_each_client(
             c: {"values": records * size, "ingested": produced[c]}
             for c, (records, size) in PRODUCERS.items()
         },
-        "fetch_bytes": {CONSUMER: {"values": read_bytes, "ingested": fetched[CONSUMER]}},
+        "fetch_bytes": {
+            CONSUMER: {"values": accounts[CONSUMER].value_bytes, "ingested": fetched[CONSUMER]}
+        },
     }
     (test_output / "kafka-request-log.json").write_text(json.dumps(figures, indent=2) + "\n")
 
-    assert (report["failed"], report["other"]) == (0, 0), report
-    assert report["events"] == report["lines"]
+    # Every line Kafka wrote is read: an event, or a request a broker forwarded to the
+    # controller (the broker logged the client's request itself).
+    assert report["failed"] == 0, report
+    assert report["other"] == forwarded, report
+    assert {s["reason"] for s in report["other_samples"]} <= {FORWARDED}
+    assert report["events"] + forwarded == report["lines"]
     assert counted == expected
     for client_id, (records, size) in PRODUCERS.items():
         assert produced[client_id] == pytest.approx(records * size, rel=0.01), figures
-    assert fetched[CONSUMER] == pytest.approx(read_bytes, rel=0.01), figures
+    assert fetched[CONSUMER] == pytest.approx(accounts[CONSUMER].value_bytes, rel=0.01), figures
