@@ -68,7 +68,7 @@ class _Counted:
 
 @pytest.mark.parametrize("tz", [UTC, timezone(timedelta(hours=2)), timezone(-timedelta(hours=5))])
 def test_fixtures_parse_alike(tz: timezone) -> None:
-    for path in sorted((FIXTURES / "logs").iterdir()):
+    for path in sorted([*(FIXTURES / "logs").iterdir(), FIXTURES / "kafka-4.3" / "request.log"]):
         events, rest = assert_alike(path.resolve(), tz)
         assert events and rest
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from quotagate.pipeline.ingest import parse_line
+from quotagate.pipeline.ingest_line import FORWARDED
 from quotagate.pipeline.logline import LineError, client_host, parse_log4j_time
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
@@ -110,3 +111,24 @@ def test_log4j_time_honours_the_offset() -> None:
 
 def test_client_host_is_the_peer_of_the_connection_id() -> None:
     assert client_host("10.0.0.5:9092-10.1.2.3:53116-12") == "10.1.2.3:53116"
+
+
+def test_kafka_4_3_lines_as_kafka_wrote_them() -> None:
+    """Lines of the test cluster's request.log (Kafka 4.3.1, KIP-673 JSON: Kafka 4 writes no
+    text form), with fields no earlier fixture had (isForwarded, requestApiKeyName,
+    clientInformation, raft and broker-to-controller requests)."""
+    lines = (LOGS.parent / "kafka-4.3" / "request.log").read_text().splitlines()
+    rows = [parse_line(line, "node-1") for line in lines]
+    assert [r["status"] for r in rows].count("ok") == 11
+    produce, fetch, follower, raft, created = rows[:5]
+    assert (produce["client_id"], produce["api_version"]) == ("reqlog-producer-a", 10)
+    assert produce["topics"] == [{"topic": "reqlog-010d9bc0", "bytes": 666327}]
+    assert (fetch["response_bytes"], fetch["follower"]) == (2007186, False)
+    assert (follower["client_id"], follower["follower"]) == ("broker-2-fetcher-0", True)
+    assert (raft["listener"], raft["follower"]) == ("CONTROLLER", True)
+    assert (created["client_id"], created["partition_mutations"]) == ("rdkafka", 3)
+    # The same CreateTopics as the controller logged it, forwarded by the broker; and one
+    # a broker sent for a producer's Metadata (auto-creation): not requests of the client.
+    for forwarded in (rows[5], rows[6], rows[12]):
+        assert (forwarded["status"], forwarded["reason"]) == ("other", FORWARDED)
+    assert [r["api_key"] for r in rows[7:12]] == [3, 18, 10, 63, 52]

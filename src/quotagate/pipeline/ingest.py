@@ -2,8 +2,8 @@
 
 Every input line ends in exactly one bucket: ``ok`` (became an event), ``error`` (a
 request-log line that did not parse) or ``other`` (not a request-log line: other loggers,
-stack-trace continuations). Counts and samples of the last two go into the stage report;
-nothing is dropped silently.
+stack-trace continuations; or the controller's copy of a request a broker forwarded to it).
+Counts and samples of the last two go into the stage report; nothing is dropped silently.
 
 Mapping to the usage schema: the event time is the log time minus ``totalTime`` (usage
 events stamp when a request was read); ``gateway_time_us`` is ``localTime``, the I/O-thread

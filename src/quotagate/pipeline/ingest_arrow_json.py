@@ -7,7 +7,7 @@ that is not read here exactly as the reference would read it is handed back, by 
 the reference to parse: one the JSON reader rejects (invalid JSON, a field of another
 type, a key twice), one missing a field the reference would fail on, one with a
 ``recordsSizeInBytes`` where this reader does not look, a mutation whose results do not
-name the request's topics in order.
+name the request's topics in order, a request a broker forwarded (``isForwarded``).
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ SCHEMA: Final = pa.schema(
             ),
         ),
         ("response", pa.struct([(name, _RESULTS) for name in _RESULT_LISTS])),
+        ("isForwarded", pa.bool_()),
         ("connection", _S),
         ("principal", _S),
         ("listener", _S),
@@ -208,6 +209,8 @@ def _facts(doc: pa.Table, readable: BoolArray, keys: IntArray | None = None) -> 
     ok = readable.copy()
     for required in (api_key, api_version, principal, *numbers.values()):
         ok &= as_bool(pc.is_valid(required))
+    # A request a broker forwarded to the controller: the reference says what it is.
+    ok &= ~as_bool(doc["isForwarded"].combine_chunks())
     key = np.asarray(pc.fill_null(api_key, -1).to_numpy(), np.int64)
 
     topic_data = pc.struct_field(request, "topicData")

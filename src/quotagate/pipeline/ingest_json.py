@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from quotagate.pipeline import apis
-from quotagate.pipeline.logline import LineError, ParsedRequest
+from quotagate.pipeline.logline import ForwardedRequestError, LineError, ParsedRequest
 from quotagate.quota import request_rules as rules
 
 _SIZE = "recordsSizeInBytes"
@@ -25,6 +25,8 @@ def parse_json_request(body: str) -> ParsedRequest:
         raise LineError(f"invalid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise LineError("JSON request log entry is not an object")
+    if document.get("isForwarded") is True:
+        raise ForwardedRequestError
     header = _object(document, "requestHeader")
     request = document.get("request")
     response = document.get("response")

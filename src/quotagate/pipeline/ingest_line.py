@@ -15,6 +15,7 @@ import pyarrow as pa
 from quotagate.pipeline.ingest_json import parse_json_request
 from quotagate.pipeline.ingest_text import parse_text_request
 from quotagate.pipeline.logline import (
+    ForwardedRequestError,
     LineError,
     ParsedRequest,
     client_host,
@@ -24,6 +25,7 @@ from quotagate.pipeline.logline import (
 from quotagate.usage.schema import TOPIC_BYTES_TYPE, USAGE_SCHEMA
 
 SAMPLE_CHARS = 2000
+FORWARDED: Final = "a request a broker forwarded to the controller (the broker logged it)"
 
 
 def integer_range(kind: pa.DataType) -> tuple[int, int]:
@@ -50,6 +52,8 @@ def parse_line(line: str, gateway_id: str, tz: timezone = UTC) -> dict[str, Any]
         parsed = parse_json_request(body) if body.startswith("{") else parse_text_request(body)
         row = _row(parsed, logged_ms, gateway_id)
         _check_ranges(row)
+    except ForwardedRequestError:
+        return _status("other", FORWARDED, line)
     except LineError as exc:
         return _status("error", str(exc), line)
     except (TypeError, ValueError, OverflowError, AttributeError) as exc:

@@ -23,6 +23,12 @@ class LineError(ValueError):
     """A request-log line that could not be understood; the message says why."""
 
 
+class ForwardedRequestError(Exception):
+    """A request-log line of a request a broker forwarded to the controller (KIP-590's
+    envelope, ``"isForwarded":true`` in KIP-673's JSON): the broker the client sent it to
+    logged the client's own request, so this line is not one more request of the client."""
+
+
 @dataclass(slots=True)
 class ParsedRequest:
     """Fields of one completed request, before they become a usage event."""
