@@ -34,10 +34,10 @@ def _metadata(client: Any) -> Any:
 
 
 def test_metadata_storm_is_throttled_within_one_window_and_muted(
-    quota_tansu: Any, start_quota_gateway: Any, raw_client: Any, tmp_path: Path
+    quota_upstream: Any, start_quota_gateway: Any, raw_client: Any, tmp_path: Path
 ) -> None:
     usage = tmp_path / "usage"
-    gateway = start_quota_gateway(quota_tansu.bootstrap, usage={"path": str(usage)})
+    gateway = start_quota_gateway(quota_upstream, usage={"path": str(usage)})
     # 0.1 % of one thread: 1 ms of charged time per second.
     gateway.runtime.alter_client_quotas(
         [Change({"client-id": "hammer"}, "request_percentage", 0.1)], "test", "test"

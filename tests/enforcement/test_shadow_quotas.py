@@ -81,10 +81,10 @@ def _cli(*args: str) -> str:
 
 
 def test_a_shadow_quota_is_watched_live_replays_alike_and_promotes(
-    quota_tansu: Any, start_quota_gateway: Any, raw_client: Any, tmp_path: Path
+    quota_upstream: Any, start_quota_gateway: Any, raw_client: Any, tmp_path: Path
 ) -> None:
     usage = tmp_path / "usage"
-    gateway = start_quota_gateway(quota_tansu.bootstrap, quotas=WINDOWS, usage={"path": str(usage)})
+    gateway = start_quota_gateway(quota_upstream, quotas=WINDOWS, usage={"path": str(usage)})
     bootstrap = gateway.bootstrap
     topic = f"shadow-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -204,9 +204,9 @@ def test_hot_topic_refused_cool_flows_and_retries_lose_nothing(
     assert outcomes.ok == {hot: RECORDS, cool: RECORDS}
 
 
-def test_throttle_mode_admits_and_throttles(quota_tansu: Any, start_quota_gateway: Any) -> None:
+def test_throttle_mode_admits_and_throttles(quota_upstream: Any, start_quota_gateway: Any) -> None:
     gateway = start_quota_gateway(
-        quota_tansu.bootstrap,
+        quota_upstream,
         quotas={"total.bytes.in.per.sec.threshold": TOTAL, "topic.bytes.in.mode": "throttle"},
     )
     hot = f"hot-throttled-{uuid.uuid4().hex[:6]}"

@@ -9,9 +9,7 @@ to Kafka, which accepts or refuses them. No password, secret or token reaches a 
 
 from __future__ import annotations
 
-import collections
 import logging
-import re
 import secrets
 import time
 from collections.abc import Callable
@@ -27,7 +25,7 @@ from quotagate.store.quotas import Change
 from support.clients import authentication_error, confluent_round_trip, new_topic
 from support.gateways import gateway_config
 from support.kafka_cluster import PLAIN_USERS, REAUTH_MS, SCRAM_USERS, KafkaCluster
-from support.log_lines import discovery_refusals
+from support.log_lines import discovery_refusals, upstream_reauthentications
 from support.upstreams import Upstream
 
 pytestmark = pytest.mark.integration
@@ -291,10 +289,6 @@ def test_the_gateways_links_reauthenticate_before_kafka_closes_them(
     assert len(sent) > 50
     closed = [line for line in lines if "connection_closed" in line or "expired" in line]
     assert not closed, closed
-    renewed = collections.Counter(
-        match.group(1)
-        for line in lines
-        if (match := re.search(r"upstream_reauthenticated id=(\d+)", line))
-    )
+    renewed = upstream_reauthentications(lines)
     assert renewed and max(renewed.values()) >= 2, renewed
     assert "carol-secret" not in caplog.text

@@ -14,9 +14,7 @@ closes the connection.
 
 from __future__ import annotations
 
-import collections
 import logging
-import re
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +39,7 @@ from quotagate.protocol import codec
 from quotagate.security.oauthbearer import TokenRules
 from support import raw_socket
 from support.clients import new_topic
+from support.log_lines import upstream_reauthentications
 from support.oauth import AUDIENCE, ISSUER, IdentityProvider
 from support.sasl_users import sasl_users
 
@@ -205,11 +204,7 @@ def test_a_client_keeps_its_connection_while_the_upstream_one_reauthenticates(
     # connection was dropped for an expired session or a failed re-authentication.
     closed = [line for line in lines if "connection_closed" in line or "expired" in line]
     assert not closed, closed
-    renewed = collections.Counter(
-        match.group(1)
-        for line in lines
-        if (match := re.search(r"upstream_reauthenticated id=(\d+)", line))
-    )
+    renewed = upstream_reauthentications(lines)
     assert renewed and max(renewed.values()) >= 3, renewed
     decided = [
         line

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import logging
+import re
+from collections.abc import Iterable
 
 import pytest
 
@@ -15,3 +18,12 @@ def discovery_refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
         for r in caplog.records
         if r.levelno >= logging.ERROR and "upstream_discovery_failed" in r.getMessage()
     ]
+
+
+def upstream_reauthentications(lines: Iterable[str]) -> collections.Counter[str]:
+    """How many times each connection's upstream link re-authenticated (KIP-368), by id."""
+    return collections.Counter(
+        match.group(1)
+        for line in lines
+        if (match := re.search(r"upstream_reauthenticated id=(\d+)", line))
+    )
