@@ -16,6 +16,7 @@ import pytest
 
 from quotagate.gateway.embedded import TansuBroker
 from support.fleet_load import FleetRun
+from support.upstreams import Upstream
 
 pytestmark = pytest.mark.integration
 
@@ -50,4 +51,22 @@ def test_instances_hold_one_client_to_one_quota(tmp_path: Path) -> None:
     for placed in ("even", "uneven"):
         assert 0.95 <= results[placed] <= 1.07, results
         assert abs(results[placed] - results["single"]) <= 0.06, results
+    assert results["no exchange"] >= 1.8, results
+
+
+def test_instances_in_front_of_kafka_hold_one_quota(
+    upstream_kafka: Upstream, tmp_path: Path
+) -> None:
+    """The same, its usage topics on Apache Kafka (created, followed and deleted by period as
+    on tansu): two exchanging instances hold the client to its quota, two that do not let
+    it through twice."""
+    runs = {
+        "even": FleetRun(instances=2, connections=4),
+        "no exchange": FleetRun(instances=2, connections=4, exchange=False),
+    }
+    results = {
+        name: run.achieved(upstream_kafka, tmp_path / name.replace(" ", "-"))
+        for name, run in runs.items()
+    }
+    assert 0.95 <= results["even"] <= 1.07, results
     assert results["no exchange"] >= 1.8, results

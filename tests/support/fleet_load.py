@@ -24,13 +24,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from quotagate.enforcement import QuotaEnforcement
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.config import GatewayConfig, ListenerConfig, validate
-from quotagate.gateway.embedded import LOOPBACK, free_port
 from quotagate.protocol import api_keys
-from quotagate.protocol.host_port import HostPort
 from quotagate.store.quotas import Change
+from support.gateways import gateway_config
+from support.upstreams import Upstream
 
-TANSU_NODE_ID = 111
 CLIENT_ID = "spread"
 VALUE = b"f" * 1000
 # Kafka's default 11 x 1 s lets a throttled client's rate swing by tens of percent over
@@ -52,7 +50,7 @@ class FleetRun:
     measure_s: float = 20.0
     windows: dict[str, int] = field(default_factory=lambda: dict(SHORT_WINDOWS))
 
-    def achieved(self, upstream: str, tmp: Path) -> float:
+    def achieved(self, upstream: str | Upstream, tmp: Path) -> float:
         """Achieved ÷ quota over the measure, after the warm-up."""
         fleet = {
             "id": f"f-{uuid.uuid4().hex[:6]}",
@@ -73,29 +71,13 @@ class FleetRun:
         return wire_rate(tmp / "usage", start + self.warm_up_s, self.measure_s) / self.quota
 
     def _instance(
-        self, upstream: str, tmp: Path, name: str, fleet: dict[str, Any]
+        self, upstream: str | Upstream, tmp: Path, name: str, fleet: dict[str, Any]
     ) -> BackgroundGateway:
-        host, _, port = upstream.rpartition(":")
-        config = validate(
-            GatewayConfig(
-                gateway_id=name,
-                listeners=(
-                    ListenerConfig(
-                        name="PLAINTEXT",
-                        listen=HostPort(LOOPBACK, free_port()),
-                        broker_port_start=free_port(),
-                        broker_node_id_start=TANSU_NODE_ID,
-                        broker_port_count=1,
-                    ),
-                ),
-                bootstrap_servers=(HostPort(host, int(port)),),
-                store_path=str(tmp / f"{name}.db"),
-                extra={
-                    "quotas": self.windows,
-                    "usage": {"path": str(tmp / "usage")},
-                    "fleet": fleet,
-                },
-            )
+        config = gateway_config(
+            upstream,
+            gateway_id=name,
+            store_path=str(tmp / f"{name}.db"),
+            extra={"quotas": self.windows, "usage": {"path": str(tmp / "usage")}, "fleet": fleet},
         )
         runtime = QuotaRuntime.from_config(config)
         runtime.alter_client_quotas(
