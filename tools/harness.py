@@ -25,7 +25,7 @@ BUILD = ROOT / "build" / "differential"
 MAIN = "Harness"
 
 
-class HarnessUnavailable(RuntimeError):
+class HarnessUnavailable(RuntimeError):  # noqa: N818 - as jars.JarsMissing
     pass
 
 
