@@ -16,7 +16,6 @@ generator the sequence: 200 times cheaper), and writes what it ran to ``var/kafk
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,9 +49,6 @@ def judge() -> Iterator[KafkaJudge]:
         pytest.skip(f"Kafka's classes are not available: {error}")
     yield command_judge
     command_judge.close()
-    if _figures and os.environ.get("QUOTAGATE_FUZZ") == "1":
-        REPORT.parent.mkdir(parents=True, exist_ok=True)
-        REPORT.write_text(json.dumps(_figures, indent=2) + "\n")
 
 
 def _check(judge: KafkaJudge, sequence: tuple[str, dict[str, Any], list[list[Any]]]) -> None:
@@ -61,6 +57,15 @@ def _check(judge: KafkaJudge, sequence: tuple[str, dict[str, Any], list[list[Any
     engine = run_engine(kind, setup, ops)
     difference = first_difference(kind, setup, ops, kafka, engine)
     assert difference is None, difference
+
+
+def _note(kind: str, sequences: int, seconds: float, budget: Budget) -> None:
+    """Keep the figures; under make fuzz, on disk after every chunk (a long run stopped
+    early still says what it judged)."""
+    _figures[kind] = {"sequences": sequences, "seconds": round(seconds, 1)}
+    if budget.fuzzing:
+        REPORT.parent.mkdir(parents=True, exist_ok=True)
+        REPORT.write_text(json.dumps(_figures, indent=2) + "\n")
 
 
 def _run(judge: KafkaJudge, kind: str, budget: Budget) -> None:
@@ -89,8 +94,8 @@ def _run(judge: KafkaJudge, kind: str, budget: Budget) -> None:
 
         body()
         done += count
+        _note(kind, judge.sequences - before, time.monotonic() - started, budget)
     seconds = time.monotonic() - started
-    _figures[kind] = {"sequences": judge.sequences - before, "seconds": round(seconds, 1)}
     print(f"\n{kind}: {judge.sequences - before} sequences judged in {seconds:.1f} s")
 
 
