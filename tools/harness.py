@@ -59,6 +59,9 @@ def build() -> Path:
         if target.exists():
             shutil.rmtree(target)
         staging.rename(target)
+        for old in BUILD.iterdir():  # builds of earlier sources
+            if old.is_dir() and old != target and not old.name.startswith("."):
+                shutil.rmtree(old, ignore_errors=True)
     except subprocess.CalledProcessError as error:
         raise HarnessUnavailable(f"javac failed:\n{error.stderr}") from error
     finally:
