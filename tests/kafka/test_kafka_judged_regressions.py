@@ -133,6 +133,14 @@ VECTORS: list[dict[str, Any]] = [
     },
 ]
 
+# Deliberate: Kafka's answer depends on the JVM's Math.pow (docs/engine.md, backoff at its cap).
+BACKOFF_AT_CAP: dict[str, Any] = {
+    "kind": "backoff",
+    "setup": {"initial_ms": 143, "multiplier": 5, "max_ms": 71412, "jitter": 0.0},
+    "ops": [["backoff", 840855582483], ["backoff", 3], ["backoff", 4]],
+    "kafka": [71411, 17875, 71411],
+}
+
 
 @pytest.mark.parametrize("vector", VECTORS, ids=[v["name"] for v in VECTORS])
 def test_engine_answers_as_kafka(vector: dict[str, Any]) -> None:
@@ -150,3 +158,16 @@ def test_narrowing_is_the_only_difference_left() -> None:
     assert differing == [3, 5]
     assert all(narrowed(vector["kafka"][i], engine[i]) for i in differing)
     assert engine[3] == 2**31 - 1 and engine[5] == [89, 2**31 - 1]
+
+
+def test_backoff_at_its_cap_is_the_only_difference() -> None:
+    """Below the cap the powers are exact and agree; at it Kafka's HotSpot ``Math.pow``
+    lands one ulp under 71412 and truncates to 71411, the engine (as ``StrictMath.pow``)
+    gives the cap itself."""
+    vector = BACKOFF_AT_CAP
+    engine = run_engine(vector["kind"], vector["setup"], vector["ops"])
+    assert engine == [71412, 17875, 71412]
+    assert (
+        first_difference(vector["kind"], vector["setup"], vector["ops"], vector["kafka"], engine)
+        is None
+    )
