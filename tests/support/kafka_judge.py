@@ -330,10 +330,12 @@ def narrowed(kafka: Any, engine: Any) -> bool:
 
 def pow_ulp_at_cap(setup: dict[str, Any], kafka: Any, engine: Any) -> bool:
     """The documented difference "backoff at its cap" (docs/engine.md): where the exponent
-    saturates, the un-jittered term is ``initial * multiplier ** exp_max``, the cap up to
-    rounding; HotSpot's ``Math.pow`` intrinsic may return one ulp under the correctly rounded
-    power (which ``StrictMath.pow`` and Python give), and Kafka truncates that to cap - 1."""
-    return engine == setup["max_ms"] and kafka == engine - 1
+    saturates, the un-jittered term ``initial * multiplier ** exp_max`` is the cap up to one
+    ulp either way, by the libm at hand (HotSpot's ``Math.pow`` intrinsic, fdlibm's
+    ``StrictMath.pow`` and glibc's ``pow`` each round their own way), and the truncation
+    makes it the cap or the cap - 1. Both answers there agree."""
+    cap = setup["max_ms"]
+    return {kafka, engine} == {cap, cap - 1}
 
 
 def first_difference(
