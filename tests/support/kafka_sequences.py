@@ -288,7 +288,7 @@ def metrics_sequence(src: Source) -> Drawn:
         way = src.integer(0, 2)
         if way == 0:
             return float(src.integer(-10, 1000))
-        return src.real(-1e3, 1e6) if way == 1 else src.choice((0.0, 1.0))
+        return src.real(-1e3, 1e6) if way == 1 else src.choice((0.0, -0.0, 1.0))
 
     ops: list[list[Any]] = []
     for _ in range(src.integer(1, 40)):
