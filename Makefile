@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 KAFKAJS := tests/clients/kafkajs
 KAFKAJS_STAMP := $(KAFKAJS)/node_modules/.package-lock.json
 
-.PHONY: run test lint bench clean tools fuzz native jars java-drivers
+.PHONY: run test lint bench clean tools fuzz native jars java-drivers harness
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,7 @@ native: $(STAMP)
 run: native
 	$(BIN)/quotagate serve --config examples/quotagate.toml
 
-test: native tools jars java-drivers $(KAFKAJS_STAMP)
+test: native tools jars java-drivers harness $(KAFKAJS_STAMP)
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy
 	$(BIN)/pytest
@@ -39,6 +39,11 @@ jars: | $(BIN)/python
 # into build/java (tools/java_drivers.py); compiled again only when a driver or a pom changes.
 java-drivers: jars
 	$(BIN)/python tools/java_drivers.py
+
+# The Java harness that plays random sequences on Kafka's own quota classes (issue 32),
+# compiled by javac against the Kafka jars into build/differential/ (tools/harness.py).
+harness: jars
+	$(BIN)/python tools/harness.py
 
 # Debian's packages the suite drives for real: chromium (the report test), kcat (an old
 # librdkafka, 2.0.2, in the client matrix), Node.js for KafkaJS, tmux (the terminal
@@ -62,10 +67,12 @@ tools:
 # The fuzz suite (tests/fuzz) on a large budget: FUZZ_CASES hostile connections (100 000 by
 # default) and/or FUZZ_SECONDS of wall clock, fresh random seeds, every schema kio models.
 # `make test` runs the same tests on a small fixed budget. Live-run figures: var/fuzz-live.json.
+# tests/kafka/differential: FUZZ_CASES sequences per Kafka class played on Kafka's own code
+# and on the engine (var/kafka-judge.json has the counts and times).
 FUZZ_CASES ?=
 FUZZ_SECONDS ?=
-FUZZ_TESTS ?= tests/fuzz
-fuzz: native
+FUZZ_TESTS ?= tests/fuzz tests/kafka/differential
+fuzz: native harness
 	QUOTAGATE_FUZZ=1 QUOTAGATE_FUZZ_CASES=$(FUZZ_CASES) QUOTAGATE_FUZZ_SECONDS=$(FUZZ_SECONDS) \
 	  QUOTAGATE_FUZZ_REPORT=var/fuzz-live.json $(BIN)/pytest $(FUZZ_TESTS) --timeout=0 -rA
 

@@ -45,27 +45,35 @@ def classes_dir(name: str) -> Path:
 
 def compiled(name: str) -> Path:
     """The folder of the drivers' classes for jar set ``name``, compiled if missing."""
-    directory = classes_dir(name)
+    return compile_java(sources(name), jars.classpath(name), classes_dir(name))
+
+
+def compile_java(files: list[Path], classpath: str, directory: Path) -> Path:
+    """``files`` compiled by javac against ``classpath`` into ``directory``, unless it is
+    there already (name it for what went in); raises ``CalledProcessError`` with javac's
+    errors, ``JarsMissingError`` without a JDK."""
     if directory.is_dir():
         return directory
     javac = shutil.which("javac")
     if javac is None:
-        raise jars.JarsMissingError("javac (JDK 17 or newer) is needed for the Java drivers")
+        raise jars.JarsMissingError("javac (JDK 17 or newer) is needed for the suite's Java")
     directory.parent.mkdir(parents=True, exist_ok=True)
     # Compiled aside then renamed, so a half-compiled folder never looks done.
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=directory.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
     try:
         subprocess.run(
             [
                 javac,
                 "-nowarn",
+                "-encoding",
+                "UTF-8",
                 "--release",
                 "17",
                 "-cp",
-                jars.classpath(name),
+                classpath,
                 "-d",
                 str(staging),
-                *(str(s) for s in sources(name)),
+                *(str(f) for f in files),
             ],
             check=True,
             capture_output=True,

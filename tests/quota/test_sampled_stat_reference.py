@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quotagate.quota import Avg, Max, MetricConfig, Min, Rate, WindowedCount, WindowedSum
-from quotagate.quota.java import LONG_MAX
+from quotagate.quota.java import DOUBLE_MAX, LONG_MAX, java_max, java_min
 from quotagate.quota.rate import SimpleRate
 from quotagate.quota.sampled_stat import SampledStat
 
@@ -37,7 +37,8 @@ class _Reference:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self.initial = {"max": -math.inf, "min": math.inf}.get(kind, 0.0)
+        # Kafka's initial values: Max from -Infinity, Min from Double.MAX_VALUE.
+        self.initial = {"max": -math.inf, "min": DOUBLE_MAX}.get(kind, 0.0)
         self.samples: list[_Sample] = []
         self.current = 0
 
@@ -52,9 +53,9 @@ class _Reference:
             sample = self.samples[self.current]
             self._reset(sample, now_ms)
         if self.kind == "max":
-            sample.value = max(sample.value, value)
+            sample.value = java_max(sample.value, value)
         elif self.kind == "min":
-            sample.value = min(sample.value, value)
+            sample.value = java_min(sample.value, value)
         elif self.kind == "count":
             sample.value += 1.0
         else:
@@ -93,10 +94,14 @@ class _Reference:
             return total
         if self.kind == "avg":
             return total / count if count else math.nan
-        values = [sample.value for sample in self.samples]
         if not count:
             return math.nan
-        return max(values) if self.kind == "max" else min(values)
+        # Kafka's loop over the ring with Math.max / Math.min (signed zeros, NaN).
+        result = -math.inf if self.kind == "max" else DOUBLE_MAX
+        for sample in self.samples:
+            pick = java_max if self.kind == "max" else java_min
+            result = pick(result, sample.value)
+        return result
 
 
 _STATS: dict[str, Callable[[], SampledStat]] = {

@@ -145,10 +145,19 @@ class ClientQuotaManager:
             self._keys[cache_key] = key
         return key
 
-    def max_value_in_quota_window(self, user: str, client_id: str) -> float:
-        """The most a client may use in one quota window: caps a consumer fetch's max bytes."""
+    def max_value_in_quota_window(
+        self, user: str, client_id: str, now_ms: int | None = None
+    ) -> float:
+        """The most a client may use in one quota window: caps a consumer fetch's max bytes.
+
+        Kafka's ``getMaxValueInQuotaWindow`` also gets or creates the client's sensors; given
+        ``now_ms``, so does this (the gateway asks without a clock: the fetch's record, later
+        in the same exchange, creates them).
+        """
         if not self.quotas_enabled:
             return DOUBLE_MAX
+        if now_ms is not None:
+            self._quota_sensor(self.sharing_key(user, client_id), now_ms)
         limit = self._configured_bound(user, client_id)
         if limit is None:
             return DOUBLE_MAX
@@ -184,8 +193,9 @@ class ClientQuotaManager:
         return 0
 
     def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int) -> None:
-        if not self.quotas_enabled:
-            return
+        """Record without checking. As Kafka's ``recordNoThrottle`` and ``unrecordQuotaSensor``,
+        whether or not a quota is enabled: the key's sensors are made (unbounded) if need be,
+        and what is recorded now counts once a quota applies to the key."""
         self._quota_sensor(self.sharing_key(user, client_id), now_ms).record(
             value, now_ms, check_quotas=False
         )
@@ -206,6 +216,9 @@ class ClientQuotaManager:
         if throttle_ms <= 0:
             return
         key = self.sharing_key(user, client_id)
+        # As Kafka's throttle (getOrCreateQuotaSensors): both sensors of the key are got or
+        # created, so a throttle of a key with no quota sensor yet creates that one too.
+        self._quota_sensor(key, now_ms)
         self._throttle_sensor(key, now_ms).record(throttle_ms, now_ms, check_quotas=False)
         self._throttle_totals[key] = self._throttle_totals.get(key, 0.0) + throttle_ms
         self.throttled_channels.add(channel, throttle_ms, now_ms)

@@ -192,9 +192,10 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
     def record_and_get_throttle_ms(
         self, user: str, client_id: str, value: float, now_ms: int
     ) -> int:
-        """Strict: refuse (record nothing, return the wait) while the bucket is negative."""
-        if not self.quotas_enabled:
-            return 0
+        """Strict: refuse (record nothing, return the wait) while the bucket is negative.
+
+        As Kafka's override, whether or not a quota is enabled (the key's sensors are made,
+        unbounded, if need be)."""
         sensor = self._sensor_for(user, client_id, now_ms)
         try:
             sensor.record_strict(value, now_ms)

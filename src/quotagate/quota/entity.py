@@ -131,7 +131,12 @@ _SINGLE_KINDS: Final = frozenset({NO_QUOTAS, CLIENT_ID_QUOTAS, USER_QUOTAS, USER
 
 
 class QuotaLimits:
-    """The configured quotas of one quota type and the sticky set of enabled kinds."""
+    """The configured quotas of one quota type and the set of enabled kinds.
+
+    As Kafka 4.3's ``ClientQuotaManager.updateQuotaTypes``: a kind is enabled while at least
+    one entity of that kind has a quota (Kafka counts them), so removing the last one turns
+    the kind off again (before 4.x the bits stayed set until the broker restarted).
+    """
 
     __slots__ = ("_limits", "_prefixes", "kinds_enabled")
 
@@ -146,7 +151,10 @@ class QuotaLimits:
             self._limits.pop(entity, None)
         else:
             self._limits[entity] = value
-        self.kinds_enabled |= entity.kind
+        kinds = NO_QUOTAS
+        for configured in self._limits:
+            kinds |= configured.kind
+        self.kinds_enabled = kinds
         if isinstance(entity.client_id, ClientIdPrefix):
             prefixes = {
                 e.client_id for e in self._limits if isinstance(e.client_id, ClientIdPrefix)

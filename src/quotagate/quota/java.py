@@ -28,6 +28,29 @@ def java_round(x: float) -> int:
     return math.floor(x + 0.5)
 
 
+def java_max(a: float, b: float) -> float:
+    """``Math.max(double, double)``: NaN if either is, and +0.0 above -0.0 (Python's ``max``
+    keeps whichever came first of two equal zeros)."""
+    if a != a:  # noqa: PLR0124 - NaN
+        return a
+    if b != b:  # noqa: PLR0124 - NaN
+        return b
+    if a == 0.0 and b == 0.0:
+        return b if math.copysign(1.0, a) < 0 else a
+    return a if a >= b else b
+
+
+def java_min(a: float, b: float) -> float:
+    """``Math.min(double, double)``: NaN if either is, and -0.0 below +0.0."""
+    if a != a:  # noqa: PLR0124 - NaN
+        return a
+    if b != b:  # noqa: PLR0124 - NaN
+        return b
+    if a == 0.0 and b == 0.0:
+        return a if math.copysign(1.0, a) < 0 else b
+    return a if a <= b else b
+
+
 def java_div(a: int, b: int) -> int:
     """Integer division truncating toward zero, as Java's ``/`` on longs."""
     q = abs(a) // abs(b)

@@ -21,6 +21,7 @@ import math
 
 from mypy_extensions import mypyc_attr
 
+from quotagate.quota.java import DOUBLE_MAX, java_max, java_min
 from quotagate.quota.metric_config import MetricConfig
 from quotagate.quota.stat import Stat
 
@@ -270,20 +271,29 @@ class Max(SampledStat):
         super().__init__(-math.inf)
 
     def _update(self, current: float, value: float) -> float:
-        return max(current, value)
+        return java_max(current, value)
 
     def _combine(self) -> float:
-        return max(self.values) if _event_count(self.samples) else math.nan
+        # Kafka's loop: Math.max from -Infinity over every sample, in ring order.
+        result = -math.inf
+        for sample in self.samples:
+            result = java_max(result, sample.value)
+        return result if _event_count(self.samples) else math.nan
 
 
 class Min(SampledStat):
     __slots__ = ()
 
     def __init__(self) -> None:
-        super().__init__(math.inf)
+        # Kafka's Min starts its samples at Double.MAX_VALUE, not +Infinity.
+        super().__init__(DOUBLE_MAX)
 
     def _update(self, current: float, value: float) -> float:
-        return min(current, value)
+        return java_min(current, value)
 
     def _combine(self) -> float:
-        return min(self.values) if _event_count(self.samples) else math.nan
+        # Kafka's loop: Math.min from Double.MAX_VALUE over every sample, in ring order.
+        result = DOUBLE_MAX
+        for sample in self.samples:
+            result = java_min(result, sample.value)
+        return result if _event_count(self.samples) else math.nan

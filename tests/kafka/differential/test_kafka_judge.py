@@ -1,0 +1,117 @@
+"""Kafka's own classes as the judge: random sequences played on Kafka 4.3.1 and on the engine.
+
+Each test draws sequences for one of Kafka's classes (``support.kafka_sequences``), plays each
+on Kafka's code through ``java/differential/Harness.java`` (one JVM for the session) and on
+``quotagate.quota`` (``support.kafka_judge.run_engine``), and asks for the same result at
+every operation: every throttle time, admit or refuse, error code, quota, sensor value and
+live sensor, to the bit.
+
+``make test`` runs a small fixed budget, derandomized, every choice drawn by Hypothesis (a
+difference shrinks to a short sequence); ``make fuzz`` (``QUOTAGATE_FUZZ=1``) runs
+``QUOTAGATE_FUZZ_CASES`` sequences per class (100 000 by default), or as many as
+``QUOTAGATE_FUZZ_SECONDS`` allows, from fresh random seeds (Hypothesis draws the seed, a seeded
+generator the sequence: 200 times cheaper), and writes what it ran to ``var/kafka-judge.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import harness
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from fuzz.budget import Budget, from_environment
+from support import kafka_sequences
+from support.kafka_judge import KafkaJudge, first_difference, run_engine
+
+# Sequences per class under `make test` (derandomized, so always the same ones).
+SMALL: Final = {"client": 300, "request": 200, "controller": 300, "metrics": 300, "backoff": 100}
+# Share of QUOTAGATE_FUZZ_SECONDS each class may use under a time budget.
+SHARES: Final = {"client": 0.3, "request": 0.2, "controller": 0.25, "metrics": 0.2, "backoff": 0.05}
+CHUNK: Final = 2000  # examples per hypothesis run under make fuzz: fresh seeds each run
+REPORT: Final = Path(__file__).parents[3] / "var" / "kafka-judge.json"
+
+KINDS: Final = list(kafka_sequences.GENERATORS)
+
+_figures: dict[str, dict[str, float]] = {}
+
+
+@pytest.fixture(scope="module")
+def judge() -> Iterator[KafkaJudge]:
+    try:
+        command_judge = KafkaJudge()
+    except harness.HarnessUnavailableError as error:
+        pytest.skip(f"Kafka's classes are not available: {error}")
+    yield command_judge
+    command_judge.close()
+
+
+def _check(judge: KafkaJudge, sequence: tuple[str, dict[str, Any], list[list[Any]]]) -> None:
+    kind, setup, ops = sequence
+    kafka = judge.run(kind, setup, ops)
+    engine = run_engine(kind, setup, ops)
+    difference = first_difference(kind, setup, ops, kafka, engine)
+    assert difference is None, difference
+
+
+def _note(kind: str, sequences: int, seconds: float, budget: Budget) -> None:
+    """Keep the figures; under make fuzz, on disk after every chunk (a long run stopped
+    early still says what it judged)."""
+    _figures[kind] = {"sequences": sequences, "seconds": round(seconds, 1)}
+    if budget.fuzzing:
+        REPORT.parent.mkdir(parents=True, exist_ok=True)
+        REPORT.write_text(json.dumps(_figures, indent=2) + "\n")
+
+
+def _run(judge: KafkaJudge, kind: str, budget: Budget) -> None:
+    strategy = kafka_sequences.sequences(kind, fast=budget.fuzzing)
+    started = time.monotonic()
+    before = judge.sequences
+    if not budget.fuzzing:
+        examples, chunk, deadline = SMALL[kind], SMALL[kind], None
+    else:
+        examples, chunk = budget.cases, CHUNK
+        deadline = None if budget.seconds is None else started + budget.seconds * SHARES[kind]
+    done = 0
+    while done < examples and (deadline is None or time.monotonic() < deadline):
+        count = min(chunk, examples - done)
+
+        @settings(
+            max_examples=count,
+            deadline=None,
+            database=None,
+            derandomize=not budget.fuzzing,
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(sequence=strategy)
+        def body(sequence: tuple[str, dict[str, Any], list[list[Any]]]) -> None:
+            _check(judge, sequence)
+
+        body()
+        done += count
+        _note(kind, judge.sequences - before, time.monotonic() - started, budget)
+    seconds = time.monotonic() - started
+    print(f"\n{kind}: {judge.sequences - before} sequences judged in {seconds:.1f} s")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_engine_matches_kafka(judge: KafkaJudge, kind: str) -> None:
+    """Kafka's ClientQuotaManager (produce, fetch), ClientRequestQuotaManager,
+    ControllerMutationQuotaManager with ThrottledChannel, the metrics library's Sensor and
+    stats, and ExponentialBackoff, each against the engine on random sequences."""
+    _run(judge, kind, from_environment())
+
+
+def test_the_judge_sees_a_difference(judge: KafkaJudge) -> None:
+    """The comparison itself: a sequence whose answers differ is reported, with the op."""
+    kind, setup = "client", {"type": "produce", "samples": 11, "window_s": 1}
+    ops: list[list[Any]] = [["update", None, "c1", 100.0], ["record", "alice", "c1", 5000.0]]
+    kafka = judge.run(kind, setup, ops)
+    assert kafka[1] > 0
+    difference = first_difference(kind, setup, ops, kafka, [None, 0])
+    assert difference is not None and "op 1" in difference
