@@ -78,3 +78,17 @@ def test_an_acks_zero_produce_is_decided_on_arrival_and_exempt_from_request_time
     charging = ticket.charging(api_keys.PRODUCE, VERSION)
     assert not charging.request_time
     assert ticket.other_throttles(charging.other)[0][0] is Cause.PRODUCE
+
+
+def test_the_throttle_runs_from_the_decision_as_kafkas_does() -> None:
+    # Kafka's throttled channel ends at the recording time + the throttle; the gateway decides
+    # as it reads the request, so its mute's clock starts then, not when the upstream answers.
+    runtime = QuotaRuntime(QuotaSettings())
+    stages = _stages(runtime)
+    ex = exchange(_produce(acks=1, size=50_000), client_id="producer")
+    seen = run_request(stages, ex)
+    run_response(stages, ex, seen, _produced())
+    ticket = ex.get(TICKET_KEY)
+    assert ticket is not None and ex.mute_ms > 0
+    decided = ex.received_ns / 1e9 + (ticket.now_ms - ex.received_ms) / 1000
+    assert ex.mute_since == decided

@@ -86,7 +86,13 @@ class ResponseThrottle:
             self._throttle(exchange, ticket, cause, throttle_ms)
             if has_response and api_table.has_throttle_time(api_key, api_version):
                 exchange.set_throttle_time_ms(throttle_ms)
-            exchange.mute(throttle_ms)
+            # The throttle's clock starts at the engine's time of the decision (the request's
+            # read, nudged as ticket.now_ms is), as Kafka's starts when it records: the time
+            # the upstream took to answer is part of the throttle, not added to it.
+            exchange.mute(
+                throttle_ms,
+                exchange.received_ns / 1e9 + (ticket.now_ms - exchange.received_ms) / 1000,
+            )
         usage = self.usage
         if usage is not None:
             usage.add(
