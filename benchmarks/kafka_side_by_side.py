@@ -371,20 +371,17 @@ def main() -> None:
 "quota.window.size.seconds" = 1
 "controller.quota.window.num" = {MUTATION_WINDOWS}
 """
-        listener = (
-            f'"queued.max.requests" = {args.queued_max_requests}'
-            if args.queued_max_requests
-            else ""
-        )
-        extra = quotas + '"super.users" = ["User:ANONYMOUS"]\n'
-        gateway, process = start_gateway(
-            c.bootstrap(), Path(tmp), extra, node_ids=tuple(c.nodes), listener_extra=listener
-        )
+        if args.queued_max_requests:
+            gateway_keys = f'[gateway]\n"queued.max.requests" = {args.queued_max_requests}\n'
+        else:
+            gateway_keys = ""
+        extra = quotas + '"super.users" = ["User:ANONYMOUS"]\n' + gateway_keys
+        gateway, process = start_gateway(c.bootstrap(), Path(tmp), extra, node_ids=tuple(c.nodes))
         processes = [process]
         try:
             run = SideBySide(c, gateway, args.repeat)
             if "user" in args.only:
-                run.sasl_gateway, sasl_process = _sasl_gateway(c, Path(tmp), quotas, listener)
+                run.sasl_gateway, sasl_process = _sasl_gateway(c, Path(tmp), quotas + gateway_keys)
                 processes.append(sasl_process)
             _report(run, args)
         finally:
@@ -393,9 +390,7 @@ def main() -> None:
                 each.wait(30)
 
 
-def _sasl_gateway(
-    cluster: KafkaCluster, workdir: Path, quotas: str, listener: str
-) -> tuple[str, Any]:
+def _sasl_gateway(cluster: KafkaCluster, workdir: Path, quotas: str) -> tuple[str, Any]:
     """A gateway with a SASL passthrough listener in front of Kafka's SASL_SSL listener (its
     own link as ``admin``), ``producer_byte_rate`` on User:bob in its store before it starts."""
     store_path = workdir / "sasl-front.db"
@@ -410,7 +405,7 @@ sasl.mechanism = "PLAIN"
 sasl.username = "admin"
 sasl.password = "{PLAIN_USERS["admin"]}"
 """
-    listener_keys = f'security.protocol = "SASL_PLAINTEXT"\nsasl.mode = "passthrough"\n{listener}'
+    listener_keys = 'security.protocol = "SASL_PLAINTEXT"\nsasl.mode = "passthrough"'
     extra = quotas + f'[store]\npath = "{store_path}"\n'
     return start_gateway(
         cluster.bootstrap("SASL_SSL"),
