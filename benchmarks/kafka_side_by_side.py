@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import statistics
 import struct
 import sys
 import tempfile
@@ -50,8 +51,9 @@ from passthrough import start_gateway
 from quotagate.client.quotas import ClientQuotaAlteration
 from quotagate.client.sync import SyncAdminClient
 from quotagate.protocol import api_keys, codec
-from support.exchanges import create_topics_request
-from support.kafka_cluster import KafkaCluster, kafka_cluster
+from quotagate.store.quotas import Change, QuotaStore
+from support.exchanges import create_topics_request, request_body
+from support.kafka_cluster import PLAIN_USERS, KafkaCluster, kafka_cluster
 
 QUOTA = 1_000_000.0
 """Byte-rate quota of every byte-rate row, bytes per second."""
@@ -59,24 +61,49 @@ WARM_UP_S = 5.0
 VALUE = b"q" * 1024
 MUTATION_RATE = 2.0
 MUTATION_WINDOWS = 10
+REQUEST_PERCENTAGE = 1.0
+"""request_percentage of the request-time row: 1 % of one thread, 10 ms a second."""
+METADATA_VERSION = 12
+USER_QUOTA = 1_000_000.0
+"""producer_byte_rate of the SASL user row (User:alice at Kafka, User:bob at the gateway)."""
+ROWS = ("produce", "consume", "user", "request", "spread", "mutations")
 
 
 # -- measuring --------------------------------------------------------------------------------
 
 
 class WireBytes:
-    """A client's cumulative wire bytes, from librdkafka's statistics every 500 ms."""
+    """A client's cumulative wire bytes, from librdkafka's statistics every 500 ms; beside
+    them its requests sent (``tx``) and the throttle times its brokers reported (the sum of
+    each interval's ``throttle`` window), to tell how the two sides held it."""
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.samples: list[tuple[float, int]] = []
+        self.requests: list[tuple[float, int]] = []
+        self.throttles: list[tuple[float, int]] = []
         self._lock = threading.Lock()
 
     def on_stats(self, raw: str) -> None:
         stats = json.loads(raw)
-        total = sum(b[self.key] for b in stats["brokers"].values())
+        brokers = stats["brokers"].values()
+        total = sum(b[self.key] for b in brokers)
+        sent = sum(b["tx"] for b in brokers)
+        throttled = sum(b.get("throttle", {}).get("sum", 0) for b in brokers)
+        now = time.time()
         with self._lock:
-            self.samples.append((time.time(), total))
+            self.samples.append((now, total))
+            self.requests.append((now, sent))
+            self.throttles.append((now, throttled))
+
+    def requests_between(self, start: float, end: float) -> int:
+        with self._lock:
+            inside = [n for t, n in self.requests if start <= t <= end]
+        return inside[-1] - inside[0] if len(inside) >= 2 else 0
+
+    def throttle_ms_between(self, start: float, end: float) -> int:
+        with self._lock:
+            return sum(n for t, n in self.throttles if start < t <= end)
 
     def between(self, start: float, end: float) -> float:
         """Bytes in ``[start, end]``, from the samples nearest inside it."""
@@ -88,14 +115,34 @@ class WireBytes:
         return (n1 - n0) / (t1 - t0) * (end - start)
 
 
+LAST: dict[str, float] = {}
+"""What the last measure saw besides its rate: requests sent, mean request (or response)
+bytes, throttle ms reported per second of measure (summed over connections)."""
+
+
 def _rate(meters: list[WireBytes], start: float, seconds: float) -> float:
-    return sum(m.between(start, start + seconds) for m in meters) / seconds
+    end = start + seconds
+    moved = sum(m.between(start, end) for m in meters)
+    requests = sum(m.requests_between(start, end) for m in meters)
+    LAST.clear()
+    LAST.update(
+        requests=requests,
+        mean_bytes=moved / requests if requests else 0.0,
+        throttle_ms_per_s=sum(m.throttle_ms_between(start, end) for m in meters) / seconds,
+    )
+    return moved / seconds
 
 
 def greedy_producers(
-    bootstrap: str, topic: str, client_id: str, connections: int, seconds: float
+    bootstrap: str,
+    topic: str,
+    client_id: str,
+    connections: int,
+    seconds: float,
+    extra: dict[str, Any] | None = None,
 ) -> float:
-    """N producers of ``client_id`` as fast as they are let; bytes/s over the measure."""
+    """N producers of ``client_id`` as fast as they are let; bytes/s over the measure.
+    ``extra``: more client configuration (security)."""
     meters = [WireBytes("txbytes") for _ in range(connections)]
     start = time.time()
     stop_at = start + WARM_UP_S + seconds + 1
@@ -103,6 +150,7 @@ def greedy_producers(
     def run(meter: WireBytes) -> None:
         producer = Producer(
             {
+                **(extra or {}),
                 "bootstrap.servers": bootstrap,
                 "client.id": client_id,
                 "linger.ms": 5,
@@ -186,19 +234,56 @@ def mutation_burst(address: str, client_id: str) -> list[tuple[list[int], int]]:
     return answers
 
 
+# -- request time (KIP-124) ------------------------------------------------------------------
+
+
+def cheap_requests(address: str, client_id: str, seconds: float) -> float:
+    """One connection sending Metadata (no topics) back to back, answer by answer, as a
+    client that ignores ``throttle_time_ms`` (the broker's or the gateway's mute holds it):
+    requests per second over the measure. ``LAST`` gets the throttle ms reported per second."""
+    host, _, port = address.rpartition(":")
+    request = request_body(
+        api_keys.METADATA,
+        METADATA_VERSION,
+        topics=(),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    start = time.time()
+    measure_from, measure_to = start + WARM_UP_S, start + WARM_UP_S + seconds
+    count = 0
+    throttle_ms = 0
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        correlation = 0
+        while (now := time.time()) < measure_to:
+            correlation += 1
+            sock.sendall(codec.encode_request_frame(request, correlation, client_id))
+            size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+            frame = struct.pack(">i", size) + sock.recv(size, socket.MSG_WAITALL)
+            if now >= measure_from:
+                count += 1
+                response = codec.decode_response(frame, api_keys.METADATA, METADATA_VERSION)
+                throttle_ms += int(response.throttle_time.total_seconds() * 1000)
+    LAST.clear()
+    LAST.update(requests=count, throttle_ms_per_s=throttle_ms / seconds)
+    return count / seconds
+
+
 # -- the run ----------------------------------------------------------------------------------
 
 
 class SideBySide:
-    def __init__(self, cluster: KafkaCluster, gateway: str) -> None:
+    def __init__(self, cluster: KafkaCluster, gateway: str, repeat: int) -> None:
         self.cluster = cluster
         self.kafka = cluster.bootstrap()
         self.gateway = gateway
+        self.repeat = repeat
+        self.sasl_gateway: str | None = None
 
-    def quota(self, bootstrap: str, client_id: str, key: str, value: float) -> None:
+    def quota(self, bootstrap: str, entity: dict[str, str], key: str, value: float) -> None:
         with SyncAdminClient(bootstrap) as admin:
             admin.alter_client_quotas(
-                [ClientQuotaAlteration.of({"client-id": client_id}, {key: value})]
+                [ClientQuotaAlteration.of(entity, {key: value})]
             ).raise_on_error()
         time.sleep(1.0)  # Kafka applies a quota once its metadata log reaches each broker
 
@@ -210,14 +295,54 @@ class SideBySide:
             future.result(30)
         return name
 
-    def both(self, key: str, measure: Callable[[str, str], float]) -> tuple[float, float]:
-        """``measure(bootstrap, client_id)`` straight at Kafka, then through quotagate."""
-        results = []
-        for side, bootstrap in (("kafka", self.kafka), ("quotagate", self.gateway)):
-            client_id = f"{side}-{uuid.uuid4().hex[:6]}"
-            self.quota(bootstrap, client_id, key, QUOTA)
-            results.append(measure(bootstrap, client_id) / QUOTA)
-        return results[0], results[1]
+    def both(
+        self,
+        key: str,
+        quota: float,
+        measure: Callable[[str, str], float],
+        *,
+        one_broker: bool = False,
+    ) -> Pair:
+        """``measure(bootstrap, client_id)`` straight at Kafka and through quotagate, ``repeat``
+        times, alternating which goes first; achieved ÷ quota of each run."""
+        pair = Pair()
+        sides = [("kafka", self.kafka), ("quotagate", self.gateway)]
+        if one_broker:
+            sides = [("kafka", self.cluster.nodes[1].address()), ("quotagate", self.gateway)]
+        for round_ in range(self.repeat):
+            for side, bootstrap in sides if round_ % 2 == 0 else sides[::-1]:
+                client_id = f"{side}-{uuid.uuid4().hex[:6]}"
+                self.quota(bootstrap, {"client-id": client_id}, key, quota)
+                pair.add(side, measure(bootstrap, client_id) / quota, dict(LAST))
+        return pair
+
+
+class Pair:
+    """Each side's runs of one row: achieved ÷ quota and what else the run saw."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, list[tuple[float, dict[str, float]]]] = {"kafka": [], "quotagate": []}
+
+    def add(self, side: str, ratio: float, seen: dict[str, float]) -> None:
+        self.runs[side].append((ratio, seen))
+        detail = ", ".join(f"{k} {v:.0f}" for k, v in seen.items())
+        print(f"  {side}: {ratio:.3f} ({detail})", file=sys.stderr)
+
+    def cell(self, side: str) -> str:
+        ratios = [r for r, _ in self.runs[side]]
+        if len(ratios) == 1:
+            return f"{ratios[0]:.3f}"
+        mean = statistics.fmean(ratios)
+        return f"{mean:.3f} ({min(ratios):.3f}–{max(ratios):.3f})"
+
+    def seen(self, side: str, key: str) -> float:
+        values = [s[key] for _, s in self.runs[side] if key in s]
+        return statistics.fmean(values) if values else 0.0
+
+    def difference(self) -> str:
+        kafka = [r for r, _ in self.runs["kafka"]]
+        gateway = [r for r, _ in self.runs["quotagate"]]
+        return f"{statistics.fmean(gateway) - statistics.fmean(kafka):+.3f}"
 
 
 def main() -> None:
@@ -226,7 +351,14 @@ def main() -> None:
     parser.add_argument("--connections", type=int, nargs="+", default=[1, 5, 20])
     parser.add_argument("--windows", type=int, default=11, help="quota.window.num, both sides")
     parser.add_argument("--skip-consumers", action="store_true")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per side and row, alternating")
+    parser.add_argument("--only", nargs="+", choices=ROWS, default=list(ROWS), help="rows to run")
+    parser.add_argument(
+        "--queued-max-requests", type=int, default=0, help="the gateway's, if set (default 500)"
+    )
     args = parser.parse_args()
+    if args.skip_consumers and "consume" in args.only:
+        args.only.remove("consume")
     windows = {
         "quota.window.num": str(args.windows),
         "quota.window.size.seconds": "1",
@@ -236,52 +368,178 @@ def main() -> None:
         tempfile.TemporaryDirectory() as tmp,
         kafka_cluster(Path(tmp) / "kafka", windows, request_log=False) as c,
     ):
-        extra = f"""
+        quotas = f"""
 [quotas]
 "quota.window.num" = {args.windows}
 "quota.window.size.seconds" = 1
 "controller.quota.window.num" = {MUTATION_WINDOWS}
-"super.users" = ["User:ANONYMOUS"]
 """
+        if args.queued_max_requests:
+            gateway_keys = f'[gateway]\n"queued.max.requests" = {args.queued_max_requests}\n'
+        else:
+            gateway_keys = ""
+        extra = quotas + '"super.users" = ["User:ANONYMOUS"]\n' + gateway_keys
         gateway, process = start_gateway(c.bootstrap(), Path(tmp), extra, node_ids=tuple(c.nodes))
+        processes = [process]
         try:
-            run = SideBySide(c, gateway)
+            run = SideBySide(c, gateway, args.repeat)
+            if "user" in args.only:
+                run.sasl_gateway, sasl_process = _sasl_gateway(c, Path(tmp), quotas + gateway_keys)
+                processes.append(sasl_process)
             _report(run, args)
         finally:
-            process.terminate()
-            process.wait(30)
+            for each in processes:
+                each.terminate()
+                each.wait(30)
+
+
+def _sasl_gateway(cluster: KafkaCluster, workdir: Path, quotas: str) -> tuple[str, Any]:
+    """A gateway with a SASL passthrough listener in front of Kafka's SASL_SSL listener (its
+    own link as ``admin``), ``producer_byte_rate`` on User:bob in its store before it starts."""
+    store_path = workdir / "sasl-front.db"
+    store = QuotaStore.open(store_path)
+    store.alter_client_quotas(
+        [Change({"user": "bob"}, "producer_byte_rate", USER_QUOTA)], "benchmark", "benchmarks"
+    )
+    store.close()
+    upstream = f"""security.protocol = "SASL_SSL"
+ssl.ca.location = "{cluster.certificates.certificate}"
+sasl.mechanism = "PLAIN"
+sasl.username = "admin"
+sasl.password = "{PLAIN_USERS["admin"]}"
+"""
+    listener_keys = 'security.protocol = "SASL_PLAINTEXT"\nsasl.mode = "passthrough"'
+    extra = quotas + f'[store]\npath = "{store_path}"\n'
+    return start_gateway(
+        cluster.bootstrap("SASL_SSL"),
+        workdir,
+        extra,
+        node_ids=tuple(cluster.nodes),
+        upstream_extra=upstream,
+        listener_extra=listener_keys,
+        client_config=_sasl_client("SASL_PLAINTEXT", "bob"),
+    )
+
+
+def _sasl_client(protocol: str, user: str) -> dict[str, Any]:
+    return {
+        "security.protocol": protocol,
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": PLAIN_USERS[user],
+    }
 
 
 def _report(run: SideBySide, args: argparse.Namespace) -> None:
     rows: list[str] = []
-    single = run.topic([1])
-    for n in args.connections:
-        kafka, gateway = run.both(
-            "producer_byte_rate",
-            lambda b, c, n=n: greedy_producers(b, single, c, n, args.seconds),
+
+    def row(label: str, n: int | str, pair: Pair) -> None:
+        extra = (
+            f"{pair.seen('kafka', 'mean_bytes') / 1000:.0f} / "
+            f"{pair.seen('quotagate', 'mean_bytes') / 1000:.0f}"
         )
-        rows.append(f"| produce, librdkafka | {n} | {kafka:.3f} | {gateway:.3f} |")
+        throttled = (
+            f"{pair.seen('kafka', 'throttle_ms_per_s'):.0f} / "
+            f"{pair.seen('quotagate', 'throttle_ms_per_s'):.0f}"
+        )
+        rows.append(
+            f"| {label} | {n} | {pair.cell('kafka')} | {pair.cell('quotagate')} "
+            f"| {pair.difference()} | {extra} | {throttled} |"
+        )
         print(rows[-1], file=sys.stderr)
-    if not args.skip_consumers:
+
+    if {"produce", "user"} & set(args.only):
+        single = run.topic([1])
+    if "produce" in args.only:
+        for n in args.connections:
+            pair = run.both(
+                "producer_byte_rate",
+                QUOTA,
+                lambda b, c, n=n: greedy_producers(b, single, c, n, args.seconds),
+            )
+            row("produce, librdkafka", n, pair)
+    if "consume" in args.only:
         loaded = run.topic([1])
         _preload(run.kafka, loaded, int(QUOTA * (WARM_UP_S + args.seconds + 2) * 1.5))
         for n in args.connections:
-            kafka, gateway = run.both(
+            pair = run.both(
                 "consumer_byte_rate",
+                QUOTA,
                 lambda b, c, n=n: consumers(b, loaded, c, n, args.seconds),
             )
-            rows.append(f"| consume, librdkafka | {n} | {kafka:.3f} | {gateway:.3f} |")
-            print(rows[-1], file=sys.stderr)
-    spread = run.topic([1, 2, 3])
-    kafka, gateway = run.both(
-        "producer_byte_rate", lambda b, c: greedy_producers(b, spread, c, 1, args.seconds)
+            row("consume, librdkafka", n, pair)
+    if "user" in args.only:
+        row("produce, SASL user quota", 1, _user_rows(run, single, args.seconds))
+    if "spread" in args.only:
+        spread = run.topic([1, 2, 3])
+        pair = run.both(
+            "producer_byte_rate",
+            QUOTA,
+            lambda b, c: greedy_producers(b, spread, c, 1, args.seconds),
+        )
+        row("produce, 3 partitions led by 3 brokers", 1, pair)
+    print(
+        f"\nquota {QUOTA:.0f} B/s, {args.windows} x 1 s windows, {args.seconds:.0f} s measure, "
+        f"{run.repeat} run(s) per side alternating (mean, then min–max)"
     )
-    rows.append(f"| produce, 3 partitions led by 3 brokers | 1 | {kafka:.3f} | {gateway:.3f} |")
-    print(f"\nquota {QUOTA:.0f} B/s, {args.windows} x 1 s windows, {args.seconds:.0f} s measure")
-    print("\n| workload | connections | Kafka achieved ÷ quota | quotagate achieved ÷ quota |")
-    print("|---|---|---|---|")
+    print(
+        "\n| workload | connections | Kafka achieved ÷ quota | quotagate achieved ÷ quota "
+        "| quotagate − Kafka | mean request kB, Kafka / quotagate "
+        "| throttle ms reported per s, Kafka / quotagate |"
+    )
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
-    _report_mutations(run)
+    if "request" in args.only:
+        _report_request_time(run, args.seconds)
+    if "mutations" in args.only:
+        _report_mutations(run)
+
+
+def _user_rows(run: SideBySide, topic: str, seconds: float) -> Pair:
+    """One greedy producer as a SASL user with a user quota: User:alice straight at Kafka's
+    SASL_SSL listener (the quota in Kafka), User:bob through the SASL passthrough gateway (the
+    quota in the gateway's store, none in Kafka)."""
+    assert run.sasl_gateway is not None
+    run.quota(run.kafka, {"user": "alice"}, "producer_byte_rate", USER_QUOTA)
+    kafka_client = {
+        **run.cluster.sasl_config("PLAIN", "alice"),
+        "client.id": "alice-app",
+    }
+    gateway_client = {**_sasl_client("SASL_PLAINTEXT", "bob"), "client.id": "bob-app"}
+    sides = [
+        ("kafka", run.cluster.bootstrap("SASL_SSL"), kafka_client),
+        ("quotagate", run.sasl_gateway, gateway_client),
+    ]
+    pair = Pair()
+    for round_ in range(run.repeat):
+        for side, bootstrap, client in sides if round_ % 2 == 0 else sides[::-1]:
+            time.sleep(3.0)  # the user's earlier samples leave the (2 x 1 s) window
+            rate = greedy_producers(
+                bootstrap, topic, str(client["client.id"]), 1, seconds, extra=client
+            )
+            pair.add(side, rate / USER_QUOTA, dict(LAST))
+    return pair
+
+
+def _report_request_time(run: SideBySide, seconds: float) -> None:
+    pair = run.both(
+        "request_percentage",
+        REQUEST_PERCENTAGE,
+        lambda b, c: cheap_requests(b, c, seconds) * REQUEST_PERCENTAGE,
+        one_broker=True,
+    )
+    print(f"\nKIP-124: request_percentage {REQUEST_PERCENTAGE} (10 ms of one thread a second)")
+    print("\n| workload | side | requests/s | charged ms per request | throttle ms per s |")
+    print("|---|---|---|---|---|")
+    for side in ("kafka", "quotagate"):
+        rate = statistics.fmean(r for r, _ in pair.runs[side]) / REQUEST_PERCENTAGE
+        ratios = [r / REQUEST_PERCENTAGE for r, _ in pair.runs[side]]
+        spread = f" ({min(ratios):.0f}–{max(ratios):.0f})" if len(ratios) > 1 else ""
+        print(
+            f"| Metadata v{METADATA_VERSION} (no topics), one connection, back to back | {side} "
+            f"| {rate:.0f}{spread} | {10 * REQUEST_PERCENTAGE / rate:.2f} "
+            f"| {pair.seen(side, 'throttle_ms_per_s'):.0f} |"
+        )
 
 
 def _report_mutations(run: SideBySide) -> None:
@@ -293,7 +551,7 @@ def _report_mutations(run: SideBySide) -> None:
     answers = []
     for side, address in (("kafka", run.cluster.nodes[1].address()), ("quotagate", run.gateway)):
         client_id = f"{side}-mutations-{uuid.uuid4().hex[:6]}"
-        run.quota(address, client_id, "controller_mutation_rate", MUTATION_RATE)
+        run.quota(address, {"client-id": client_id}, "controller_mutation_rate", MUTATION_RATE)
         answers.append(mutation_burst(address, client_id))
     labels = ("CreateTopics (20, 1, 1)", "CreateTopics (1), at once", "CreateTopics (3), 1 s on")
     for label, kafka, gateway in zip(labels, *answers, strict=True):

@@ -148,12 +148,17 @@ def start_gateway(
     *,
     pure: bool = False,
     node_ids: Sequence[int] = (TANSU_NODE_ID,),
+    upstream_extra: str = "",
+    listener_extra: str = "",
+    client_config: dict[str, Any] | None = None,
 ) -> tuple[str, subprocess.Popen[bytes]]:
     """A ``quotagate serve`` process in front of ``upstream``; returns its bootstrap address
     once it answers metadata. ``extra_config`` is appended TOML (e.g. [quotas], [store]);
     ``src``: import quotagate from there instead of the installed tree; ``pure``: run the
     pure-Python modules even where the compiled ones are built; ``node_ids``: the upstream's
-    brokers, one gateway port each."""
+    brokers, one gateway port each; ``upstream_extra`` / ``listener_extra``: more TOML keys of
+    ``[upstream]`` / the listener (security); ``client_config``: what a client needs to reach
+    the listener besides its address (SASL)."""
     port = free_port()
     first, last = min(node_ids), max(node_ids)
     config = workdir / f"bench-{port}.toml"
@@ -161,12 +166,14 @@ def start_gateway(
         f"""
 [upstream]
 bootstrap.servers = "{upstream}"
+{upstream_extra}
 [[listeners]]
 name = "PLAINTEXT"
 listen = "{LOOPBACK}:{port}"
 broker.port.start = {free_ports(last - first + 1)}
 broker.node.id.start = {first}
 broker.port.count = {last - first + 1}
+{listener_extra}
 [log]
 level = "WARNING"
 {extra_config}
@@ -184,7 +191,7 @@ level = "WARNING"
         env=env,
     )
     bootstrap = f"{LOOPBACK}:{port}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({**(client_config or {}), "bootstrap.servers": bootstrap})
     deadline = time.monotonic() + 30
     while True:
         try:

@@ -8,6 +8,7 @@ import datetime
 from kio.schema.errors import ErrorCode as KioErrorCode
 
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime, QuotaSettings
+from quotagate.enforcement.ticket import TICKET_KEY
 from quotagate.protocol import api_keys, api_table
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.quotas import Change
@@ -74,6 +75,20 @@ def test_a_strict_request_is_admitted_topic_by_topic_and_merged_in_request_order
     assert [t.name for t in answered.topics] == ["a", "b", "c"]
     assert [int(t.error_code) for t in answered.topics] == [0, 0, 89]
     assert ex.mute_ms > 0  # the refusal's throttle, muted KIP-219 style
+
+
+def test_a_mutation_throttle_runs_from_the_check_not_from_the_answer() -> None:
+    # Kafka's controller checks the bucket as it takes the request and answers the throttle
+    # decayed by the time it then spent (spec §5.1): the client's channel is free at the
+    # check + the throttle. The gateway checks as it reads, so its mute starts there too,
+    # and the upstream's time to create the admitted topics is part of it.
+    stages = chain(_enforcement(rate=1).stages())
+    ex = exchange(_create(("a", 10), ("b", 5), ("c", 3)), client_id="admin")
+    seen = run_request(stages, ex)
+    run_response(stages, ex, seen, _created("a", "b"))
+    ticket = ex.get(TICKET_KEY)
+    assert ticket is not None and ex.mute_ms > 0
+    assert ex.mute_since == ex.received_ns / 1e9 + (ticket.now_ms - ex.received_ms) / 1000
 
 
 def test_a_whole_request_retry_is_not_charged_for_topics_that_exist() -> None:

@@ -78,3 +78,15 @@ def test_an_acks_zero_produce_is_decided_on_arrival_and_exempt_from_request_time
     charging = ticket.charging(api_keys.PRODUCE, VERSION)
     assert not charging.request_time
     assert ticket.other_throttles(charging.other)[0][0] is Cause.PRODUCE
+
+
+def test_a_produce_throttle_runs_from_the_written_response_as_kafkas_does() -> None:
+    # Kafka records produce bytes after the append and starts the throttle then: the
+    # gateway's equivalent of that moment is the upstream's answer, so the mute has no start
+    # of its own (it runs from the written response).
+    runtime = QuotaRuntime(QuotaSettings())
+    stages = _stages(runtime)
+    ex = exchange(_produce(acks=1, size=50_000), client_id="producer")
+    seen = run_request(stages, ex)
+    run_response(stages, ex, seen, _produced())
+    assert ex.mute_ms > 0 and ex.mute_since == 0.0

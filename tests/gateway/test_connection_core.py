@@ -339,6 +339,37 @@ def test_mute_while_requests_are_in_flight_still_writes_their_answers_in_order()
     assert core.paused == MUTED
 
 
+def test_a_throttle_runs_from_its_decision_not_from_the_written_response() -> None:
+    # Kafka starts a throttled channel's clock when it records (ThrottledChannel: end = the
+    # recording time + the throttle): the upstream's time to answer is part of the throttle.
+    core = ConnectionCore(max_inflight=100)
+    throttled = _request(1)
+    _forward(core, throttled)
+    throttled.mute(500, since=10.0)  # decided as the request was read, at 10.0
+    _receive(core, _response(1))
+    assert core.flush(10.2) == PAUSE_READING | ARM_MUTE  # answered 200 ms later
+    assert core.mute_until == 10.5 and core.paused == MUTED
+
+
+def test_a_throttle_that_ran_out_before_the_answer_mutes_nothing() -> None:
+    core = ConnectionCore(max_inflight=100)
+    throttled = _request(1)
+    _forward(core, throttled)
+    throttled.hold = True
+    core.hold()
+    throttled.mute(100, since=10.0)
+    _receive(core, _response(1))
+    assert core.flush(10.3) == RESUME_READING | PROCESS  # held until now, then free
+    assert core.paused == 0 and core.mute_until == 0.0
+
+
+def test_a_stage_mute_without_a_start_runs_from_the_written_response() -> None:
+    ex = _request(1)
+    ex.mute(300)
+    ex.mute(200, since=5.0)  # shorter: the first stays
+    assert (ex.mute_ms, ex.mute_since) == (300, 0.0)
+
+
 def test_a_shorter_mute_inside_a_longer_one_does_not_move_the_timer() -> None:
     core = ConnectionCore(max_inflight=100)
     assert core.mute(0.0, 1000) == PAUSE_READING | ARM_MUTE

@@ -21,6 +21,9 @@ from quotagate.quota import NOT_ADMITTED, Cause, QuotaManagers, decide
 from quotagate.quota.throttle_choice import TENANT_CAUSES
 from quotagate.usage.writer import UsageWriter
 
+_DECIDED_ON_ARRIVAL = frozenset({Cause.CONTROLLER_MUTATION, Cause.TENANT_CONTROLLER_MUTATION})
+"""Throttles whose clock Kafka starts before the upstream work: the controller's check."""
+
 
 class ResponseThrottle:
     """The KIP-219 step of every request, once: the decision (:func:`quotagate.quota.decide`
@@ -86,7 +89,18 @@ class ResponseThrottle:
             self._throttle(exchange, ticket, cause, throttle_ms)
             if has_response and api_table.has_throttle_time(api_key, api_version):
                 exchange.set_throttle_time_ms(throttle_ms)
-            exchange.mute(throttle_ms)
+            # Kafka's throttle clock starts when it records. Produce bytes, fetch bytes and
+            # request time are recorded as the broker answers (after the append, the read,
+            # the handling): the gateway's equivalent is the upstream's answer, so the mute
+            # runs from the written response. Controller mutations are checked by the
+            # controller as it takes the request, which the gateway does as it reads it:
+            # that mute runs from the decision (ticket.now_ms on the monotonic clock), so
+            # the upstream's time to create the admitted topics is part of it, as in Kafka
+            # (docs/engine.md, "Timing against Kafka's").
+            since = 0.0
+            if cause in _DECIDED_ON_ARRIVAL:
+                since = exchange.received_ns / 1e9 + (ticket.now_ms - exchange.received_ms) / 1000
+            exchange.mute(throttle_ms, since)
         usage = self.usage
         if usage is not None:
             usage.add(

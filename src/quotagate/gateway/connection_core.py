@@ -129,10 +129,14 @@ class ConnectionCore:
         actions = self.pause(SHUTDOWN)
         return actions | CLOSE_SHUTDOWN if not self.inflight else actions
 
-    def mute(self, now: float, ms: int) -> int:
-        """KIP-219: stop reading until ``now`` + ``ms``; :data:`ARM_MUTE` when that extends
-        the mute (a shorter one inside a longer one changes nothing)."""
-        until = now + ms / 1000
+    def mute(self, now: float, ms: int, since: float = 0.0) -> int:
+        """KIP-219: stop reading until ``since`` (or, if 0.0, ``now``) + ``ms``;
+        :data:`ARM_MUTE` when that extends the mute (a shorter one inside a longer one changes
+        nothing). A mute whose clock started at the decision and has run out by ``now`` (the
+        upstream took longer than the throttle) mutes nothing."""
+        until = (since or now) + ms / 1000
+        if until <= now:
+            return 0
         actions = self.pause(MUTED)
         if until > self.mute_until:
             self.mute_until = until
@@ -228,7 +232,7 @@ class ConnectionCore:
                 else:
                     released += sizes.popleft()
                 if exchange.mute_ms:
-                    actions |= self.mute(now, exchange.mute_ms)
+                    actions |= self.mute(now, exchange.mute_ms, exchange.mute_since)
                 if exchange.hold:
                     self.held -= 1
                 if exchange.close_after_response:

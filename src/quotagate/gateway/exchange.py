@@ -96,6 +96,7 @@ class Exchange:
         "header",
         "hold",
         "mute_ms",
+        "mute_since",
         "outcome",
         "received_ms",
         "received_ns",
@@ -125,6 +126,8 @@ class Exchange:
         self.response_frame: bytes | None = None
         """The response to send, size prefix included; None while pending or if none."""
         self.mute_ms = 0
+        self.mute_since = 0.0
+        """Monotonic seconds when the mute's clock started (0.0: when the response is written)."""
         self.hold = False
         self.close_reason = ""
         self.close_after_response = False
@@ -246,9 +249,15 @@ class Exchange:
         """Read no further request from this client until this one's response is written."""
         self.hold = True
 
-    def mute(self, ms: int) -> None:
-        """KIP-219: stop reading from this client for ``ms`` once the response is sent."""
-        self.mute_ms = max(self.mute_ms, ms)
+    def mute(self, ms: int, since: float = 0.0) -> None:
+        """KIP-219: stop reading from this client for ``ms``, counted from ``since`` (monotonic
+        seconds, ``time.monotonic()``'s clock, the event loop's) or, if 0.0, from when the
+        response is written; reading never resumes before the response is written. Kafka
+        starts a throttle's clock when it decides the throttle (its ``ThrottledChannel`` ends
+        at the recording time + the throttle), not when the response leaves."""
+        if ms >= self.mute_ms:
+            self.mute_ms = ms
+            self.mute_since = since
 
     # -- response side --------------------------------------------------------------------
 
