@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.store.quotas import Change
+from support.clients import generous_quotas_of_every_kind
 from support.gateways import gateway_config
 from support.java import ReceiveQueues, run_driver
 from support.upstreams import Upstream
@@ -86,13 +87,8 @@ def java_gateway(
         extra={"quotas": {"quota.window.num": WINDOWS, "quota.window.size.seconds": 1}},
     )
     runtime = QuotaRuntime.from_config(config)
-    # Generous quotas of every kind on everyone, so every quota stage reads every request.
-    changes = [
-        Change({"client-id": None}, "producer_byte_rate", 50e6),
-        Change({"client-id": None}, "consumer_byte_rate", 50e6),
-        Change({"client-id": None}, "controller_mutation_rate", 1000.0),
-        Change({"client-id": None}, "request_percentage", 1000.0),
-    ]
+    # Each client's throttled id gets a tight produce quota beside them.
+    changes = generous_quotas_of_every_kind()
     changes += [
         Change({"client-id": client_id}, "producer_byte_rate", float(QUOTA))
         for s in JAR_SETS

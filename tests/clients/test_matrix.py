@@ -40,7 +40,7 @@ from quotagate.gateway.background import BackgroundGateway
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.quotas import Change
-from support.clients import kafkajs, kcat
+from support.clients import generous_quotas_of_every_kind, kafkajs, kcat
 from support.gateways import gateway_config
 from support.upstreams import Upstream
 
@@ -92,14 +92,8 @@ def matrix_gateway(
         extra={"quotas": {"quota.window.num": WINDOWS, "quota.window.size.seconds": 1}},
     )
     runtime = QuotaRuntime.from_config(config)
-    # Every client is under a quota of every kind (generous ones), so every quota stage
-    # reads its requests; each client's throttled id gets a tight produce quota.
-    changes = [
-        Change({"client-id": None}, "producer_byte_rate", 50e6),
-        Change({"client-id": None}, "consumer_byte_rate", 50e6),
-        Change({"client-id": None}, "controller_mutation_rate", 1000.0),
-        Change({"client-id": None}, "request_percentage", 1000.0),
-    ]
+    # Each client's throttled id gets a tight produce quota beside them.
+    changes = generous_quotas_of_every_kind()
     changes += [
         Change({"client-id": throttled_client_id(c)}, "producer_byte_rate", float(QUOTA))
         for c in ("confluent-kafka", "kafka-python", "aiokafka", "kcat", "kafkajs")

@@ -27,6 +27,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 
 from quotagate.fleet.topic_log import TopicLog
+from quotagate.store.quotas import Change
 
 KAFKAJS = Path(__file__).parents[1] / "clients" / "kafkajs"
 
@@ -217,3 +218,14 @@ def authentication_error(config: dict[str, Any], wait_for: WaitFor, timeout_s: f
     finally:
         producer.flush(0)
     return refusals()[0]
+
+
+def generous_quotas_of_every_kind() -> list[Change]:
+    """A quota of every kind on every client id, far above what a test reaches: every quota
+    stage then reads every request (the client matrices)."""
+    return [
+        Change({"client-id": None}, "producer_byte_rate", 50e6),
+        Change({"client-id": None}, "consumer_byte_rate", 50e6),
+        Change({"client-id": None}, "controller_mutation_rate", 1000.0),
+        Change({"client-id": None}, "request_percentage", 1000.0),
+    ]
