@@ -299,5 +299,7 @@ def test_a_reauthentication_as_another_principal_is_refused_and_closes(
             f"User.{OTHER_USER}"
         )
         assert call(sock, METADATA, 3) is None  # closed
-    assert any("re-authentication failed" in line for line in messages(caplog))
+    # The decider's one structured refusal line says it was the re-authentication.
+    refusals = [line for line in messages(caplog) if "event=authentication_failed" in line]
+    assert any("re-authentication: Cannot change principals" in line for line in refusals)
     assert OTHER_PASSWORD not in caplog.text
