@@ -26,14 +26,19 @@ def gateway_config(
     HOST:PORT[,HOST:PORT...] of brokers ``node_ids``), one gateway port for each broker."""
     if isinstance(upstream, Upstream):
         upstream, node_ids = upstream.bootstrap, upstream.node_ids
-    first, last = min(node_ids), max(node_ids)
+    first, count = min(node_ids), max(node_ids) - min(node_ids) + 1
+    start = free_ports(count)
+    broker_ports = range(start, start + count)
+    listen = free_port()
+    while listen in broker_ports:  # each was free a moment ago: the OS may hand one out twice
+        listen = free_port()
     listener_config = ListenerConfig(
         name=security_protocol,
-        listen=HostPort(LOOPBACK, free_port()),
+        listen=HostPort(LOOPBACK, listen),
         security_protocol=security_protocol,
-        broker_port_start=free_ports(last - first + 1),
+        broker_port_start=start,
         broker_node_id_start=first,
-        broker_port_count=last - first + 1,
+        broker_port_count=count,
     )
     if listener:
         listener_config = dataclasses.replace(listener_config, **listener)
