@@ -18,12 +18,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
 from quotagate.store.quotas import Change
 from support.clients import authentication_error, confluent_round_trip, new_topic
-from support.gateways import gateway_config
+from support.gateways import gateway_config, quota_gateway
 from support.kafka_cluster import PLAIN_USERS, REAUTH_MS, SCRAM_USERS, KafkaCluster
 from support.log_lines import discovery_refusals, upstream_reauthentications
 from support.upstreams import Upstream
@@ -169,16 +168,10 @@ def passthrough(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -
         store_path=str(tmp_path_factory.mktemp("kafka-passthrough") / "front.db"),
         extra={"quotas": {"quota.window.num": 2, "quota.window.size.seconds": 1}},
     )
-    runtime = QuotaRuntime.from_config(config)
-    runtime.alter_client_quotas(
-        [Change({"user": "alice"}, "producer_byte_rate", float(QUOTA))], "test", "test"
-    )
-    front = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
-    front.start()
-    try:
+    with quota_gateway(
+        config, [Change({"user": "alice"}, "producer_byte_rate", float(QUOTA))]
+    ) as front:
         yield front
-    finally:
-        front.stop()
 
 
 def _client(gateway: BackgroundGateway, mechanism: str, user: str, password: str) -> dict[str, Any]:

@@ -29,7 +29,6 @@ from kio.schema.metadata import v12 as metadata_v12
 from kio.schema.sasl_handshake import v0 as handshake_v0
 from kio.schema.sasl_handshake import v1 as handshake_v1
 
-from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
@@ -47,7 +46,7 @@ from support.clients import (
     kcat,
     new_topic,
 )
-from support.gateways import gateway_config
+from support.gateways import gateway_config, quota_gateway
 from support.sasl_users import sasl_users
 
 pytestmark = pytest.mark.integration
@@ -103,16 +102,10 @@ def passthrough(
         # can read its own (the one-line-per-address limit is tests/gateway/test_refusals.py's).
         log_refusals_interval_ms=0,
     )
-    runtime = QuotaRuntime.from_config(config)
-    runtime.alter_client_quotas(
-        [Change({"user": "alice"}, "producer_byte_rate", float(QUOTA))], "test", "test"
-    )
-    front = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
-    front.start()
-    try:
+    with quota_gateway(
+        config, [Change({"user": "alice"}, "producer_byte_rate", float(QUOTA))]
+    ) as front:
         yield front
-    finally:
-        front.stop()
 
 
 @pytest.fixture(scope="module")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
+from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
+from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.config import GatewayConfig, ListenerConfig, validate
 from quotagate.gateway.embedded import LOOPBACK, free_port, free_ports
 from quotagate.protocol.host_port import HostPort
+from quotagate.store.quotas import Change
 from support.upstreams import Upstream
 
 TANSU_NODE_ID: Final = 111  # tansu always runs as node 111
@@ -49,3 +53,17 @@ def gateway_config(
             **fields,
         )
     )
+
+
+@contextlib.contextmanager
+def quota_gateway(config: GatewayConfig, quotas: Sequence[Change]) -> Iterator[BackgroundGateway]:
+    """A gateway running ``config`` with the quota plugin and ``quotas`` set, stopped when the
+    block ends (for module-scoped fixtures; tests/enforcement has a per-test factory)."""
+    runtime = QuotaRuntime.from_config(config)
+    runtime.alter_client_quotas(list(quotas), "test", "test")
+    gateway = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
+    gateway.start()
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
