@@ -1,9 +1,11 @@
 """TLS on both sides: small requests per second and CPU per request, quotagate against haproxy.
 
-    .venv/bin/python benchmarks/tls_rate.py [--seconds 10] [--rounds 3] [--messages 20000]
+    .venv/bin/python benchmarks/tls_rate.py [--upstream tansu|kafka] [--seconds 10] [--rounds 3]
 
-tansu speaks no TLS, so haproxy A terminates TLS in front of it and tansu advertises A: A is
-"the broker's TLS port". In front of A, each in its own process:
+A is "the broker's TLS port". With ``--upstream kafka`` it is Apache Kafka's own SSL listener
+(one KRaft broker, benchmarks/upstreams.py). tansu speaks no TLS, so with ``--upstream tansu``
+(the default) haproxy A terminates TLS in front of it and tansu advertises A. In front of A,
+each in its own process:
 
 * haproxy B, one thread, ``bind … ssl`` towards clients and ``server … ssl verify required``
   towards A: a bare relay with TLS on both sides;
@@ -14,7 +16,8 @@ The small-request load is request_rate.py's (Produce v9, 215 B, acks=1, fixed ad
 metadata never sends a client around a relay), over TLS. Then 1 KiB messages are produced
 with confluent-kafka over TLS, straight to A and through the gateway, in the same run (not
 through haproxy B: metadata names A, so a client would leave B after its first request).
-Certificates (a CA and one leaf for localhost and 127.0.0.1) are made with openssl.
+Certificates (a CA and one leaf for localhost and 127.0.0.1) are made with openssl; the
+clients and both relays trust this CA and, in front of Kafka, the test cluster's CA beside it.
 """
 
 from __future__ import annotations
@@ -26,17 +29,66 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import upstreams
 from passthrough import configure_quotas
 from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
 from request_rate import TOPIC, _report, _round
+from support.gateways import TANSU_NODE_ID
+from support.kafka_cluster import kafka_cluster
 
-TANSU_NODE_ID = 111
 MESSAGE = b"m" * 1024
+
+
+@dataclass(frozen=True)
+class TlsBroker:
+    """The broker's TLS port (A), the CA that signed it, and its node id."""
+
+    address: str
+    ca: Path
+    node_id: int
+    description: str
+
+
+@contextmanager
+def _tls_broker(kind: str, workdir: Path, combined: Path, ca: Path) -> Iterator[TlsBroker]:
+    if kind == "kafka":
+        with kafka_cluster(workdir / "kafka", nodes=1, request_log=False) as cluster:
+            [node_id] = cluster.nodes
+            yield TlsBroker(
+                cluster.bootstrap("SSL"),
+                cluster.certificates.certificate,
+                node_id,
+                "Apache Kafka's own SSL listener (one KRaft broker)",
+            )
+        return
+    a_port = free_port()
+    with TansuBroker(advertised=f"{LOOPBACK}:{a_port}") as broker:
+        haproxy = _haproxy(workdir, "a", a_port, f"ssl crt {combined}", broker.bootstrap)
+        try:
+            yield TlsBroker(
+                f"{LOOPBACK}:{a_port}",
+                ca,
+                TANSU_NODE_ID,
+                "haproxy A terminating TLS in front of tansu (the broker's TLS port)",
+            )
+        finally:
+            haproxy.terminate()
+            haproxy.wait(30)
+
+
+def _bundle(workdir: Path, *cas: Path) -> Path:
+    """One CA file every client and relay here trusts: ours, and the broker's where it differs."""
+    bundle = workdir / "trusted.pem"
+    bundle.write_bytes(b"".join(ca.read_bytes() for ca in dict.fromkeys(cas)))
+    return bundle
 
 
 def _certificates(workdir: Path) -> tuple[Path, Path, Path, Path]:
@@ -76,7 +128,7 @@ def _haproxy(
 
 
 def _gateway(
-    workdir: Path, upstream: str, ca: Path, cert: Path, key: Path, store: Path
+    workdir: Path, upstream: str, node_id: int, ca: Path, cert: Path, key: Path, store: Path
 ) -> tuple[str, subprocess.Popen[bytes]]:
     port = free_port()
     config = workdir / "gateway.toml"
@@ -86,7 +138,7 @@ def _gateway(
         f'[[listeners]]\nname = "SSL"\nlisten = "{LOOPBACK}:{port}"\n'
         'security.protocol = "SSL"\n'
         f'ssl.certificate.location = "{cert}"\nssl.key.location = "{key}"\n'
-        f"broker.port.start = {free_port()}\nbroker.node.id.start = {TANSU_NODE_ID}\n"
+        f"broker.port.start = {free_port()}\nbroker.node.id.start = {node_id}\n"
         "broker.port.count = 1\n"
         f'[log]\nlevel = "WARNING"\n[store]\npath = "{store}"\n'
         f'[usage]\npath = "{workdir / "usage"}"\n',
@@ -140,30 +192,28 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--in-flight", type=int, default=8)
     parser.add_argument("--messages", type=int, default=20_000)
+    upstreams.add_option(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        ca, cert, key, combined = _certificates(workdir)
-        a_port = free_port()
-        with TansuBroker(advertised=f"{LOOPBACK}:{a_port}") as broker:
-            processes = [_haproxy(workdir, "a", a_port, f"ssl crt {combined}", broker.bootstrap)]
+        our_ca, cert, key, combined = _certificates(workdir)
+        with _tls_broker(args.upstream, workdir, combined, our_ca) as broker:
+            ca = _bundle(workdir, our_ca, broker.ca)
+            a = broker.address
+            admin = AdminClient(_tls(a, ca))
+            for future in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
+                future.result(30)
+            b_port = free_port()
+            b = _haproxy(
+                workdir, "b", b_port, f"ssl crt {combined}", f"{a} ssl verify required ca-file {ca}"
+            )
+            processes = [b]
             try:
-                a = f"{LOOPBACK}:{a_port}"
-                admin = AdminClient(_tls(a, ca))
-                for future in admin.create_topics([NewTopic(TOPIC, 1, 1)]).values():
-                    future.result(30)
-                b_port = free_port()
-                b = _haproxy(
-                    workdir,
-                    "b",
-                    b_port,
-                    f"ssl crt {combined}",
-                    f"{a} ssl verify required ca-file {ca}",
-                )
-                processes.append(b)
                 store = workdir / "quotas.db"
                 configure_quotas(store)
-                gateway, gateway_process = _gateway(workdir, a, ca, cert, key, store)
+                gateway, gateway_process = _gateway(
+                    workdir, a, broker.node_id, ca, cert, key, store
+                )
                 processes.append(gateway_process)
                 targets = {
                     "direct broker": (a, None),
@@ -187,7 +237,7 @@ def main() -> None:
                 for process in processes:
                     process.terminate()
                     process.wait(30)
-    print("direct broker = haproxy A terminating TLS in front of tansu (the broker's TLS port)")
+    print(f"direct broker = {broker.description}")
     _report(figures, args)
     direct = statistics.median(throughput["direct broker"])
     gateway_mb_s = statistics.median(throughput["quotagate"])

@@ -1,6 +1,6 @@
 """The Java client in the client matrix: the producer, the consumer (in a group) and the admin
 client of Apache Kafka 4.3.1 and of kafka-clients 3.9.1 through a gateway with quotas of
-every kind, in front of each upstream (tansu, the three-node Kafka cluster), driven by
+every kind, in front of the three-node Kafka cluster, driven by
 tests/clients/java/JavaClients.java: one JVM run per client line creates a topic, produces
 2 000 records (acks=all), consumes them in a group (each exactly once), produces 500 kB under a
 100 kB/s ``producer_byte_rate`` of a client id of its own, and deletes the topic.
@@ -9,6 +9,9 @@ The Java client throttles itself (KIP-219): given ``throttle_time_ms`` it sends 
 nothing more until the time is up, so while the gateway has the connection muted nothing of it
 waits in the gateway's socket. librdkafka ignores the field: its next request waits there for
 the whole mute. The test watches the gateway's receive queues to tell the two apart.
+
+Only in front of Kafka: the Java client is Kafka's own, and what tansu answers differently the
+other clients' matrix (tests/clients/test_matrix.py) already meets in front of both.
 """
 
 from __future__ import annotations
@@ -23,11 +26,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.store.quotas import Change
 from support.clients import generous_quotas_of_every_kind
-from support.gateways import gateway_config
+from support.gateways import LiveGateway, gateway_config, quota_gateway
 from support.java import ReceiveQueues, run_driver
 from support.upstreams import Upstream
 
@@ -51,26 +52,25 @@ CONTROL = "java-matrix-control-librdkafka"
 
 @dataclasses.dataclass
 class JavaGateway:
-    background: BackgroundGateway
-    runtime: QuotaRuntime
+    live: LiveGateway
     upstream: Upstream
-    broker_ports: list[int]
 
     @property
     def bootstrap(self) -> str:
-        return str(self.background.bootstrap)
+        return self.live.bootstrap
+
+    @property
+    def broker_ports(self) -> list[int]:
+        return list(self.live.broker_ports(self.upstream.node_ids).values())
 
     @property
     def ports(self) -> list[int]:
         """Every port the gateway accepts clients on: bootstrap and one per broker."""
-        return [self.background.bootstrap.port, *self.broker_ports]
+        return [self.live.background.bootstrap.port, *self.broker_ports]
 
     def throttle_ms_total(self, client_id: str) -> float:
         """The gateway's produce throttle-time counter for ``client_id`` (its metrics)."""
-        for labels, value in self.runtime.snapshot["series"].get("produce_throttle_time_ms", []):
-            if labels[1] == client_id:
-                return float(value)
-        return 0.0
+        return self.live.series("produce_throttle_time_ms", client_id)
 
 
 def throttled_client_id(jar_set: str) -> str:
@@ -79,14 +79,14 @@ def throttled_client_id(jar_set: str) -> str:
 
 @pytest.fixture(scope="module")
 def java_gateway(
-    upstream: Upstream, tmp_path_factory: pytest.TempPathFactory
+    upstream_kafka: Upstream, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[JavaGateway]:
+    upstream = upstream_kafka
     config = gateway_config(
         upstream,
         store_path=str(tmp_path_factory.mktemp("java") / "quotagate.db"),
         extra={"quotas": {"quota.window.num": WINDOWS, "quota.window.size.seconds": 1}},
     )
-    runtime = QuotaRuntime.from_config(config)
     # Each client's throttled id gets a tight produce quota beside them.
     changes = generous_quotas_of_every_kind()
     changes += [
@@ -95,14 +95,8 @@ def java_gateway(
         for client_id in (throttled_client_id(s), f"{throttled_client_id(s)}-inflight-1")
     ]
     changes += [Change({"client-id": CONTROL}, "producer_byte_rate", float(QUOTA))]
-    runtime.alter_client_quotas(changes, "test", "test")
-    background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
-    background.start()
-    try:
-        ports = [config.listeners[0].port_for_node(n) for n in upstream.node_ids]
-        yield JavaGateway(background, runtime, upstream, [p for p in ports if p])
-    finally:
-        background.stop()
+    with quota_gateway(config, changes) as live:
+        yield JavaGateway(live, upstream)
 
 
 def _matrix(gateway: JavaGateway, jar_set: str) -> tuple[dict[str, Any], dict[int, ReceiveQueues]]:
@@ -132,10 +126,14 @@ def _matrix(gateway: JavaGateway, jar_set: str) -> tuple[dict[str, Any], dict[in
     return result, queues
 
 
-def _assert_achieved(seconds: float) -> float:
-    """Achieved / quota of a greedy producer, which must be the quota (0.95-1.05 x)."""
+def _assert_achieved(seconds: float, in_flight: int = 1) -> float:
+    """Achieved / quota of a greedy producer: the quota, within 5 % and the requests still in
+    flight when the run's clock stops. Their bytes are counted but the throttle they earn is
+    never waited for (the run ends with their responses), so with n in flight the run may end
+    up to n records early: a fresh-clone run measured 1.056 x with five."""
     ratio = THROTTLED_BYTES / seconds / QUOTA
-    assert 0.95 <= ratio <= 1.05, f"{ratio:.3f} x the quota ({seconds:.2f} s)"
+    ceiling = 1.05 + (in_flight - 1) * RECORD_BYTES / THROTTLED_BYTES
+    assert 0.95 <= ratio <= ceiling, f"{ratio:.3f} x the quota ({seconds:.2f} s)"
     return ratio
 
 
@@ -151,7 +149,7 @@ def test_java_client(java_gateway: JavaGateway, jar_set: str) -> None:
     for n in IN_FLIGHT:
         client_id = throttled_client_id(jar_set) + ("" if n == 5 else f"-inflight-{n}")
         assert result[f"inFlight{n}.bytes"] == THROTTLED_BYTES
-        ratio = _assert_achieved(result[f"inFlight{n}.seconds"])
+        ratio = _assert_achieved(result[f"inFlight{n}.seconds"], n)
         # The gateway throttled the client and told it so.
         throttled_ms = java_gateway.throttle_ms_total(client_id)
         assert result[f"inFlight{n}.throttleMaxMs"] > 0 and throttled_ms > 0

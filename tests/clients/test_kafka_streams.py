@@ -17,10 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.store.quotas import Change
-from support.gateways import gateway_config
+from support.gateways import LiveGateway, gateway_config, quota_gateway
 from support.java import run_driver
 from support.kafka_cluster import KafkaCluster
 from support.upstreams import Upstream
@@ -38,42 +36,28 @@ LINES = 1000
 @pytest.fixture(scope="module")
 def streams_gateway(
     kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[BackgroundGateway, QuotaRuntime]]:
+) -> Iterator[LiveGateway]:
     upstream = Upstream("kafka", kafka.bootstrap(), tuple(kafka.nodes))
     config = gateway_config(
         upstream,
         store_path=str(tmp_path_factory.mktemp("streams") / "quotagate.db"),
         extra={"quotas": {"quota.window.num": 2, "quota.window.size.seconds": 1}},
     )
-    runtime = QuotaRuntime.from_config(config)
-    runtime.alter_client_quotas(
-        [Change({"client-id": PRODUCER}, "producer_byte_rate", float(QUOTA))], "test", "test"
-    )
-    background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
-    background.start()
-    try:
-        yield background, runtime
-    finally:
-        background.stop()
-
-
-def _produce_series(runtime: QuotaRuntime, name: str) -> float:
-    for labels, value in runtime.snapshot["series"].get(name, []):
-        if labels[1] == PRODUCER:
-            return float(value)
-    return 0.0
+    with quota_gateway(
+        config, [Change({"client-id": PRODUCER}, "producer_byte_rate", float(QUOTA))]
+    ) as live:
+        yield live
 
 
 def test_word_count_exactly_once_under_a_quota(
-    streams_gateway: tuple[BackgroundGateway, QuotaRuntime], tmp_path: Path
+    streams_gateway: LiveGateway, tmp_path: Path
 ) -> None:
-    background, runtime = streams_gateway
     run = uuid.uuid4().hex[:6]
     result = run_driver(
         "kafka",
         "JavaStreams",
         "wordcount",
-        str(background.bootstrap),
+        streams_gateway.bootstrap,
         f"words-{run}",
         f"counts-{run}",
         "3",
@@ -84,7 +68,7 @@ def test_word_count_exactly_once_under_a_quota(
         str(tmp_path / "state"),
         timeout_s=240,
     )
-    throttled_ms = _produce_series(runtime, "produce_throttle_time_ms")
+    throttled_ms = streams_gateway.series("produce_throttle_time_ms", PRODUCER)
     print(
         f"Streams word count: state {result['state']}, exact={result['exact']} after "
         f"{result['seconds']:.1f} s; its producer sent {result['producerBytes']} bytes, told to "

@@ -26,9 +26,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
+from quotagate.enforcement import QuotaRuntime
 from quotagate.gateway.background import BackgroundGateway
-from support.gateways import gateway_config
+from support.gateways import gateway_config, quota_gateway
 from support.java import kafka_tool
 from support.kafka_cluster import KafkaCluster
 from support.upstreams import Upstream
@@ -78,13 +78,8 @@ def tools_gateway(
             }
         },
     )
-    runtime = QuotaRuntime.from_config(config)
-    background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
-    background.start()
-    try:
-        yield ToolsGateway(background, runtime)
-    finally:
-        background.stop()
+    with quota_gateway(config) as live:
+        yield ToolsGateway(live.background, live.runtime)
 
 
 def configs(gateway: ToolsGateway, *args: str) -> str:

@@ -35,13 +35,13 @@ from confluent_kafka.admin import NewTopic as CkNewTopic
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic as KpNewTopic
 
-from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
+from quotagate.enforcement import QuotaRuntime
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.quotas import Change
 from support.clients import generous_quotas_of_every_kind, kafkajs, kcat
-from support.gateways import gateway_config
+from support.gateways import gateway_config, quota_gateway
 from support.upstreams import Upstream
 
 pytestmark = pytest.mark.integration
@@ -91,21 +91,15 @@ def matrix_gateway(
         store_path=str(store),
         extra={"quotas": {"quota.window.num": WINDOWS, "quota.window.size.seconds": 1}},
     )
-    runtime = QuotaRuntime.from_config(config)
     # Each client's throttled id gets a tight produce quota beside them.
     changes = generous_quotas_of_every_kind()
     changes += [
         Change({"client-id": throttled_client_id(c)}, "producer_byte_rate", float(QUOTA))
         for c in ("confluent-kafka", "kafka-python", "aiokafka", "kcat", "kafkajs")
     ]
-    runtime.alter_client_quotas(changes, "test", "test")
-    background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
-    background.start()
-    try:
-        ports = {config.listeners[0].port_for_node(n) for n in upstream.node_ids}
-        yield MatrixGateway(background, runtime, upstream, {p for p in ports if p})
-    finally:
-        background.stop()
+    with quota_gateway(config, changes) as live:
+        ports = set(live.broker_ports(upstream.node_ids).values())
+        yield MatrixGateway(live.background, live.runtime, upstream, ports)
 
 
 def gateway_addresses(gateway: MatrixGateway) -> set[tuple[str, int]]:

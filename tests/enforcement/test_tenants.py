@@ -39,6 +39,7 @@ from typer.testing import CliRunner
 
 from quotagate.cli import app
 from quotagate.enforcement.metrics import QuotaCollector
+from quotagate.gateway.embedded import TansuBroker
 from quotagate.protocol import api_table
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.backends import StoreSettings, open_credentials
@@ -83,12 +84,26 @@ def _sasl_gateway(
     )
 
 
-@pytest.mark.parametrize("tenant_quota", [True, False], ids=["tenant-quota", "no-tenant-quota"])
 def test_a_tenant_of_five_greedy_principals_is_held_to_its_quota(
-    quota_upstream: Any, start_quota_gateway: Any, tmp_path: Path, tenant_quota: bool
+    quota_upstream: Upstream, start_quota_gateway: Any, tmp_path: Path
+) -> None:
+    _race_five_members(quota_upstream, start_quota_gateway, tmp_path, tenant_quota=True)
+
+
+def test_without_a_tenant_quota_each_member_is_held_to_its_own(
+    quota_tansu: TansuBroker, start_quota_gateway: Any, tmp_path: Path
+) -> None:
+    """The control: the same race with no tenant quota gives the members their user quotas.
+    Nothing in it depends on the upstream, so tansu alone runs it."""
+    upstream = Upstream("tansu", quota_tansu.bootstrap, (TANSU_NODE_ID,))
+    _race_five_members(upstream, start_quota_gateway, tmp_path, tenant_quota=False)
+
+
+def _race_five_members(
+    upstream: Upstream, start_quota_gateway: Any, tmp_path: Path, *, tenant_quota: bool
 ) -> None:
     gateway = _sasl_gateway(
-        start_quota_gateway, quota_upstream, tmp_path, **{"tenant.mapping.rules": RULES}
+        start_quota_gateway, upstream, tmp_path, **{"tenant.mapping.rules": RULES}
     )
     changes = [Change({"user": m}, "producer_byte_rate", float(MEMBER)) for m in MEMBERS]
     if tenant_quota:

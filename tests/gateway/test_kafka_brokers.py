@@ -37,13 +37,12 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.static.primitive import i8
 
-from quotagate.enforcement import QuotaEnforcement
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.control import build_request
 from quotagate.protocol import api_keys, api_support, codec
 from quotagate.store.quotas import Change
-from support.gateways import gateway_config
+from support.gateways import gateway_config, quota_gateway
 from support.kafka_cluster import KafkaCluster, kafka_cluster
 
 pytestmark = pytest.mark.integration
@@ -84,15 +83,8 @@ def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
             store_path=str(directory / "quotagate.db"),
             extra={"quotas": WINDOWS},
         )
-        runtime = QuotaRuntime.from_config(config)
-        gateway = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
-        gateway.start()
-        listener = config.listeners[0]
-        ports = {node_id: listener.port_for_node(node_id) for node_id in cluster.nodes}
-        try:
-            yield Brokers(cluster, gateway, runtime, {n: p for n, p in ports.items() if p})
-        finally:
-            gateway.stop()
+        with quota_gateway(config) as live:
+            yield Brokers(cluster, live.background, live.runtime, live.broker_ports(cluster.nodes))
 
 
 def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
@@ -290,14 +282,25 @@ class Ledger:
                 places.setdefault(key, set()).add((partition, offset))
         return sum(1 for where in places.values() if len(where) > 1)
 
-    def misplaced(self) -> int:
-        """Records read at another offset than the one their producer was told."""
+    def misplaced(self) -> list[tuple[int, int, int, int]]:
+        """(told partition, told offset, read partition, read offset) of each record read at
+        another place than the one its producer was told. A batch retried after a failover
+        that the new leader already holds may be answered DUPLICATE_SEQUENCE_NUMBER without
+        its offset (Kafka keeps the offsets of the last five batches per producer only), which
+        librdkafka reports as delivered at offset -1: :meth:`unplaced` counts those."""
         with self.lock:
-            return sum(
-                1
+            return [
+                (*self.acked[key][1:], partition, offset)
                 for _, key, partition, offset in self.read
-                if key in self.acked and self.acked[key][1:] != (partition, offset)
-            )
+                if key in self.acked
+                and self.acked[key][2] >= 0
+                and self.acked[key][1:] != (partition, offset)
+            ]
+
+    def unplaced(self) -> int:
+        """Records acknowledged without an offset (see :meth:`misplaced`)."""
+        with self.lock:
+            return sum(1 for _, _, offset in self.acked.values() if offset < 0)
 
     def redelivered(self) -> int:
         with self.lock:
@@ -500,6 +503,7 @@ def test_a_broker_killed_and_restarted_under_idempotent_producers_and_a_group(
         "lost": ledger.missing(),
         "duplicated": ledger.duplicated(),
         "misplaced": ledger.misplaced(),
+        "acknowledged_without_offset": ledger.unplaced(),
         "redelivered_to_the_group": ledger.redelivered(),
         "delivery_failures": len(ledger.failed),
         "back_s": {p: round(at - returned, 2) for p, at in sorted(back.items())},
@@ -513,7 +517,7 @@ def test_a_broker_killed_and_restarted_under_idempotent_producers_and_a_group(
     (test_output / "kafka-failover.json").write_text(json.dumps(figures, indent=2) + "\n")
     assert victim not in {new_leaders[p] for p in moved}
     assert ledger.failed == []
-    assert (figures["lost"], figures["duplicated"], figures["misplaced"]) == (0, 0, 0), figures
+    assert (figures["lost"], figures["duplicated"], figures["misplaced"]) == (0, 0, []), figures
     # Greedy producers held to the quota before the kill and after the restart (payload
     # bytes, a little below the frames the quota counts). How far below it they may fall
     # (six connections of one client id muted together; clients sharing the gateway's
@@ -633,4 +637,4 @@ def test_a_reassignment_made_with_kafkas_tool_through_the_gateway_moves_the_lead
     assert sorted(moved.replicas) == sorted(target)
     assert moved.leader in target and moved.leader != leader
     assert ledger.failed == []
-    assert (ledger.missing(), ledger.duplicated(), ledger.misplaced()) == (0, 0, 0), figures
+    assert (ledger.missing(), ledger.duplicated(), ledger.misplaced()) == (0, 0, []), figures

@@ -171,7 +171,7 @@ def passthrough(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -
     with quota_gateway(
         config, [Change({"user": "alice"}, "producer_byte_rate", float(QUOTA))]
     ) as front:
-        yield front
+        yield front.background
 
 
 def _client(gateway: BackgroundGateway, mechanism: str, user: str, password: str) -> dict[str, Any]:

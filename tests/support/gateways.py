@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
@@ -55,15 +55,42 @@ def gateway_config(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class LiveGateway:
+    """A running gateway with the quota plugin, and the runtime its tests read and alter."""
+
+    background: BackgroundGateway
+    runtime: QuotaRuntime
+    config: GatewayConfig
+
+    @property
+    def bootstrap(self) -> str:
+        return str(self.background.bootstrap)
+
+    def broker_ports(self, node_ids: Iterable[int]) -> dict[int, int]:
+        """The port the first listener serves each of ``node_ids`` on."""
+        listener = self.config.listeners[0]
+        ports = {node_id: listener.port_for_node(node_id) for node_id in node_ids}
+        return {node_id: port for node_id, port in ports.items() if port}
+
+    def series(self, name: str, client_id: str) -> float:
+        """``client_id``'s value of the runtime's metric series ``name`` (0 when it has none)."""
+        for labels, value in self.runtime.snapshot["series"].get(name, []):
+            if labels[1] == client_id:
+                return float(value)
+        return 0.0
+
+
 @contextlib.contextmanager
-def quota_gateway(config: GatewayConfig, quotas: Sequence[Change]) -> Iterator[BackgroundGateway]:
+def quota_gateway(config: GatewayConfig, quotas: Sequence[Change] = ()) -> Iterator[LiveGateway]:
     """A gateway running ``config`` with the quota plugin and ``quotas`` set, stopped when the
     block ends (for module-scoped fixtures; tests/enforcement has a per-test factory)."""
     runtime = QuotaRuntime.from_config(config)
-    runtime.alter_client_quotas(list(quotas), "test", "test")
+    if quotas:
+        runtime.alter_client_quotas(list(quotas), "test", "test")
     gateway = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
     gateway.start()
     try:
-        yield gateway
+        yield LiveGateway(gateway, runtime, config)
     finally:
         gateway.stop()
