@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from quotagate.enforcement.settings import QuotaSettings
-from quotagate.gateway import ConfigError
+from quotagate.enforcement.settings import QuotaSettings, fleet_settings
+from quotagate.fleet.settings import FleetSettings
+from quotagate.gateway import ConfigError, GatewayConfig
 
 
 def test_settings_parse_kafka_names_and_reject_mistakes() -> None:
@@ -21,3 +23,13 @@ def test_settings_parse_kafka_names_and_reject_mistakes() -> None:
         QuotaSettings.parse({"quota.window.nmu": 3})
     with pytest.raises(ConfigError, match="reject"):
         QuotaSettings.parse({"topic.bytes.in.mode": "drop"})
+
+
+def test_the_fleet_usage_trim_is_roll_or_delete_records() -> None:
+    def fleet(**section: object) -> FleetSettings:
+        return fleet_settings(GatewayConfig(extra={"fleet": section}))
+
+    assert fleet().usage_trim == "roll"
+    assert fleet(**{"usage.trim": "delete-records"}).usage_trim == "delete-records"
+    with pytest.raises(ConfigError, match=re.escape("usage.trim = 'truncate' must be \"roll\"")):
+        fleet(**{"usage.trim": "truncate"})

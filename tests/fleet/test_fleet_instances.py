@@ -57,11 +57,11 @@ def test_instances_hold_one_client_to_one_quota(tmp_path: Path) -> None:
 def test_instances_in_front_of_kafka_hold_one_quota(
     upstream_kafka: Upstream, tmp_path: Path
 ) -> None:
-    """The same, its usage topics on Apache Kafka (created, followed and deleted by period as
-    on tansu): two exchanging instances hold the client to its quota, two that do not let
-    it through twice."""
+    """The same, its usage on Apache Kafka in one topic trimmed with DeleteRecords
+    (``usage.trim = "delete-records"``; rolled by period, as on tansu, is the default): two
+    exchanging instances hold the client to its quota, two that do not let it through twice."""
     runs = {
-        "even": FleetRun(instances=2, connections=4),
+        "even": FleetRun(instances=2, connections=4, usage_trim="delete-records"),
         "no exchange": FleetRun(instances=2, connections=4, exchange=False),
     }
     results = {

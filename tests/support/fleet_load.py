@@ -49,6 +49,8 @@ class FleetRun:
     warm_up_s: float = 5.0
     measure_s: float = 20.0
     windows: dict[str, int] = field(default_factory=lambda: dict(SHORT_WINDOWS))
+    usage_trim: str = "roll"
+    """``[fleet] usage.trim``: a usage topic per period, or one trimmed (Kafka only)."""
 
     def achieved(self, upstream: str | Upstream, tmp: Path) -> float:
         """Achieved ÷ quota over the measure, after the warm-up."""
@@ -56,6 +58,7 @@ class FleetRun:
             "id": f"f-{uuid.uuid4().hex[:6]}",
             "exchange.enabled": self.exchange,
             "exchange.interval.ms": self.interval_ms,
+            "usage.trim": self.usage_trim,
         }
         gateways = [self._instance(upstream, tmp, f"gw-{i}", fleet) for i in range(self.instances)]
         placement = self.placement or tuple(i % self.instances for i in range(self.connections))

@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from quotagate.fleet.exchange import Clock, FleetExchange, ReportLog
 from quotagate.fleet.local_hub import HUB_ENV
 from quotagate.fleet.rolling_log import RollingTopicLog
 from quotagate.fleet.settings import FleetSettings
+from quotagate.fleet.trimmed_log import TrimmedTopicLog
 from quotagate.gateway import GatewayConfig
 from quotagate.quota import QuotaManagers, TopicBytesInQuota
 from quotagate.quota.fleet_ledger import FleetLedger, PeerState
@@ -25,25 +27,27 @@ ReportLogFactory = Callable[[FleetSettings, str], ReportLog]
 
 
 def upstream_report_log(config: GatewayConfig, window_span_ms: int) -> ReportLogFactory:
-    """The usage topics on the upstream cluster the gateway fronts, one per period."""
+    """The usage topic(s) on the upstream cluster the gateway fronts: one per period, or one
+    trimmed (``[fleet] usage.trim``)."""
     bootstrap = ",".join(str(address) for address in config.bootstrap_servers)
     security = config.upstream_security.librdkafka_config()
 
     def open_log(settings: FleetSettings, member: str) -> ReportLog:
-        return RollingTopicLog(
-            bootstrap,
-            settings.topic,
-            # A worker that catches up reads a quota window back and finds it in the current
-            # and the previous period only if a period is at least that long.
-            roll_ms=max(settings.usage_roll_ms, -(-window_span_ms // 1000) * 1000),
-            topic_config={
+        # A worker that catches up reads a quota window back and finds it in the current
+        # and the previous period only if a period is at least that long.
+        period_ms = max(settings.usage_roll_ms, -(-window_span_ms // 1000) * 1000)
+        common: dict[str, Any] = {
+            "topic_config": {
                 "cleanup.policy": "delete",
                 "retention.ms": str(settings.usage_retention_ms),
             },
-            replication_factor=settings.replication_factor,
-            client_id=f"quotagate-fleet-{member.replace('/', '-')}",
-            client_config=security,
-        )
+            "replication_factor": settings.replication_factor,
+            "client_id": f"quotagate-fleet-{member.replace('/', '-')}",
+            "client_config": security,
+        }
+        if settings.usage_trim == "delete-records":
+            return TrimmedTopicLog(bootstrap, settings.topic, period_ms=period_ms, **common)
+        return RollingTopicLog(bootstrap, settings.topic, roll_ms=period_ms, **common)
 
     return open_log
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from quotagate.fleet.settings import FleetSettings
+from quotagate.fleet.settings import USAGE_TRIMS, FleetSettings
 from quotagate.gateway import ConfigError, GatewayConfig, KeySpec, integer, parse_section
 from quotagate.quota.principal_list import check_principals
 from quotagate.security.tenant_mapping import InvalidRuleError, TenantMapper
@@ -188,6 +188,15 @@ def _replication_factor(key: str, value: Any) -> int:
     return int(value)
 
 
+def _usage_trim(key: str, value: Any) -> str:
+    if value not in USAGE_TRIMS:
+        raise ConfigError(
+            f'{key} = {value!r} must be "roll" (a usage topic per period, on any upstream) or '
+            '"delete-records" (one topic trimmed with DeleteRecords, which Kafka answers)'
+        )
+    return str(value)
+
+
 _TOPIC_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 _FLEET_KEYS: Final[dict[str, KeySpec]] = {
     "id": ("fleet_id", _name),
@@ -197,6 +206,7 @@ _FLEET_KEYS: Final[dict[str, KeySpec]] = {
     "usage.topic": ("usage_topic", _name),
     "usage.retention.ms": ("usage_retention_ms", integer(60_000)),
     "usage.roll.ms": ("usage_roll_ms", _whole_seconds(10_000, 3_600_000)),
+    "usage.trim": ("usage_trim", _usage_trim),
     "replication.factor": ("replication_factor", _replication_factor),
 }
 _USAGE_KEYS: Final[dict[str, KeySpec]] = {

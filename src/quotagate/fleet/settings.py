@@ -10,6 +10,7 @@
     "usage.topic" = "_quotagate.payments-edge.usage"   # default: from the id
     "usage.retention.ms" = 600000
     "usage.roll.ms" = 60000           # a new usage topic per period (bounded follow cost)
+    "usage.trim" = "roll"             # or "delete-records": one topic, trimmed (Kafka only)
     "replication.factor" = -1         # -1: the upstream's default.replication.factor
 """
 
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
+
+USAGE_TRIMS: Final = ("roll", "delete-records")
 
 SILENT_AFTER_INTERVALS: Final = 3
 """A peer not heard from for this many exchange intervals is silent (its fair share is
@@ -35,7 +38,11 @@ class FleetSettings:
     usage_topic: str | None = None
     usage_retention_ms: int = 600_000
     usage_roll_ms: int = 60_000
-    """Reports go to one topic per period this long (rolling_log); at least a quota window."""
+    """Reports go to one topic per period this long (rolling_log), or, trimmed, are kept
+    two periods (trimmed_log); at least a quota window."""
+    usage_trim: str = "roll"
+    """``roll``: a topic per period, deleted when past (any upstream); ``delete-records``: one
+    topic trimmed with DeleteRecords (trimmed_log; the upstream must answer it)."""
     replication_factor: int = -1
 
     @property
