@@ -28,7 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "security": set(),
     "logs": set(),
     "usage": {"quota", "logs"},
-    "store": {"fleet", "logs"},
+    "store": {"fleet", "logs", "security"},
     "gateway": {"protocol", "quota", "store", "security", "logs"},
     "fleet": {"quota", "logs"},
     "instance": {"gateway", "protocol", "fleet", "logs"},

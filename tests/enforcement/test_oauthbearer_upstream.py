@@ -39,7 +39,7 @@ import pytest
 from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
 from kafka.net.sasl.oauth import AbstractTokenProvider as KpTokenProvider
 
-from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
+from quotagate.gateway.upstream.security import UpstreamSecurity, parse_upstream_security
 from support.clients import (
     aiokafka_round_trip,
     authentication_error,

@@ -40,7 +40,7 @@ from kio.static.primitive import i8
 from quotagate.enforcement import QuotaEnforcement
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.control import build_request
+from quotagate.gateway.upstream.channel import build_request
 from quotagate.protocol import api_keys, api_support, codec
 from quotagate.store.quotas import Change
 from support.gateways import gateway_config

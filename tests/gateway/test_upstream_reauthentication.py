@@ -34,7 +34,7 @@ from quotagate.gateway.auth.oauthbearer import JwksTokenValidator
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
 from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
-from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
+from quotagate.gateway.upstream.security import UpstreamSecurity, parse_upstream_security
 from quotagate.protocol import codec
 from quotagate.security.oauthbearer import TokenRules
 from support import raw_socket

@@ -13,7 +13,7 @@ import pytest
 
 from quotagate.gateway.config import ConfigError, parse_config, store_settings
 from quotagate.gateway.secret import Secret, SecretError, resolve_secret
-from quotagate.gateway.upstream_security import client_ssl_context
+from quotagate.gateway.upstream.security import client_ssl_context
 from support.certificates import CertificateAuthority
 
 

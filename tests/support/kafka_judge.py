@@ -323,9 +323,7 @@ def narrowed(kafka: Any, engine: Any) -> bool:
     the range (no state keeps the narrowed value: the next results are compared as ever)."""
     if isinstance(engine, list) and isinstance(kafka, list) and len(engine) == len(kafka) == 2:
         return engine[0] == kafka[0] and narrowed(kafka[1], engine[1])
-    return (
-        type(engine) is int and type(kafka) is int and engine in (INT_MAX, INT_MIN)
-    )
+    return type(engine) is int and type(kafka) is int and engine in (INT_MAX, INT_MIN)
 
 
 def pow_ulp_at_cap(setup: dict[str, Any], kafka: Any, engine: Any) -> bool:
@@ -343,8 +341,10 @@ def first_difference(
 ) -> str | None:
     """None when the two agree, else a report of the first op where they differ."""
     for index, (op, theirs, ours) in enumerate(zip(ops, kafka, engine, strict=True)):
-        if theirs != ours and not narrowed(theirs, ours) and not (
-            kind == "backoff" and pow_ulp_at_cap(setup, theirs, ours)
+        if (
+            theirs != ours
+            and not narrowed(theirs, ours)
+            and not (kind == "backoff" and pow_ulp_at_cap(setup, theirs, ours))
         ):
             return (
                 f"{kind} {json.dumps(setup)}: op {index} {json.dumps(op)}\n"

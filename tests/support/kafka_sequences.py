@@ -31,8 +31,15 @@ USERS: Final = ("alice", "bob", "ANONYMOUS", "us er@x.org", "é/ü")
 CLIENTS: Final = ("c1", "c2", "", "app:1")
 STARTS: Final = (START_MS, START_MS + 1, START_MS + 999, START_MS + 1000, 0, 1, 42_000)
 STATS: Final = (
-    "rate", "simple_rate", "token_bucket", "avg", "max", "min", "windowed_sum",
-    "windowed_count", "cumulative_sum",
+    "rate",
+    "simple_rate",
+    "token_bucket",
+    "avg",
+    "max",
+    "min",
+    "windowed_sum",
+    "windowed_count",
+    "cumulative_sum",
 )
 
 
@@ -102,11 +109,25 @@ def clock_step(src: Source, window_ms: int, samples: int) -> int:
     span = window_ms * samples
     way = src.integer(0, 2)
     if way == 0:
-        return src.choice((
-            0, 1, window_ms - 1, window_ms, window_ms + 1, 2 * window_ms, span - 1, span,
-            span + 1, span + window_ms, HOUR_MS - 1, HOUR_MS, HOUR_MS + 1, HOUR_MS + span,
-            10 * 86_400_000,
-        ))
+        return src.choice(
+            (
+                0,
+                1,
+                window_ms - 1,
+                window_ms,
+                window_ms + 1,
+                2 * window_ms,
+                span - 1,
+                span,
+                span + 1,
+                span + window_ms,
+                HOUR_MS - 1,
+                HOUR_MS,
+                HOUR_MS + 1,
+                HOUR_MS + span,
+                10 * 86_400_000,
+            )
+        )
     return src.integer(0, window_ms if way == 1 else 3 * span)
 
 
@@ -152,7 +173,9 @@ def _manager_setup(src: Source) -> dict[str, Any]:
 
 
 COMMON_OPS: Final = (
-    ("advance",) * 6 + ("update",) * 3 + ("measure",) * 2
+    ("advance",) * 6
+    + ("update",) * 3
+    + ("measure",) * 2
     + ("throttle", "reap", "quota", "max_value", "enabled", "queue_size", "expire")
 )
 
@@ -279,9 +302,7 @@ def _stat_config(src: Source) -> dict[str, Any]:
 
 def metrics_sequence(src: Source) -> Drawn:
     """A Sensor of the metrics library: stats with quotas, windows changed under them."""
-    stats = [
-        {"stat": src.choice(STATS), **_stat_config(src)} for _ in range(src.integer(1, 4))
-    ]
+    stats = [{"stat": src.choice(STATS), **_stat_config(src)} for _ in range(src.integer(1, 4))]
     setup = {"stats": stats, "start_ms": start(src)}
 
     def value() -> float:

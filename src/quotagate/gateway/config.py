@@ -16,12 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from quotagate.gateway.auth.authenticator import (
-    SASL_MECHANISMS,
-    SUPPORTED_SASL_MECHANISMS,
-    SecurityProtocol,
-)
-from quotagate.gateway.upstream_security import (
+from quotagate.gateway.upstream.security import (
     PLAINTEXT_UPSTREAM,
     SECURITY_KEYS,
     UpstreamSecurity,
@@ -32,6 +27,7 @@ from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from quotagate.protocol.host_port import HostPort
 from quotagate.quota.connection_quotas import canonical_ip
 from quotagate.security.principal_mapping import DEFAULT_RULES, InvalidRuleError, PrincipalMapper
+from quotagate.security.protocol import SASL_MECHANISMS, SUPPORTED_SASL_MECHANISMS, SecurityProtocol
 from quotagate.store.backends import StoreSettings
 
 INT32_MAX: Final = 2_147_483_647

@@ -11,11 +11,11 @@ exhausted, shutdown, the upstream re-authenticating); it resumes only when none 
 muted, held, at ``queued.max.requests``, shutting down or re-authenticating, frames already
 read are not processed either.
 
-When the upstream gives the gateway's SASL session a lifetime (KIP-368), the connection
-re-authenticates its upstream half at 85-95 % of it, as Kafka's clients do: it stops handling
-the client's requests (the core's REAUTHENTICATING pause), waits for every forwarded request's
-response, runs the SASL exchange again on the same upstream connection, and carries on with
-the requests it held back, in order. The client sees a short pause, never a reconnect.
+When the upstream's SASL session nears its end (KIP-368), the upstream link says so; the
+connection stops handling the client's requests (the core's REAUTHENTICATING pause), waits for
+every forwarded request's response, lets the link run the SASL exchange again on the same
+upstream connection, and carries on with the requests it held back, in order. The client sees
+a short pause, never a reconnect.
 
 Request bytes are accounted in the gateway-wide :class:`MemoryPool`
 (``queued.max.request.bytes``): a frame's declared size is reserved when its size prefix is
@@ -58,18 +58,17 @@ from quotagate.gateway.connection_core import (
     ConnectionCore,
 )
 from quotagate.gateway.connection_limits import Slot
-from quotagate.gateway.control import ControlChannel, connect_error_text, is_security_failure
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
 from quotagate.gateway.refusals import CERTIFICATE_UNMAPPED
 from quotagate.gateway.services import GatewayServices
-from quotagate.gateway.upstream import (
+from quotagate.gateway.upstream.channel import connect_error_text, is_security_failure
+from quotagate.gateway.upstream.link import (
     AddressPicker,
     UpstreamLink,
     UpstreamUnavailableError,
     open_upstream,
     relay_buffer_limits,
 )
-from quotagate.gateway.upstream_sasl import authenticate, reauthentication_delay_s
 from quotagate.logs import kv
 from quotagate.protocol import api_keys, codec
 from quotagate.protocol.errors import ProtocolError
@@ -117,6 +116,7 @@ class ClientConnection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._upstream: asyncio.Transport | None = None
+        self._link: UpstreamLink | None = None
         config = services.config
         self._pool = services.memory_pool
         self._reader = FrameReader(config.socket_request_max_bytes, self._reserve)
@@ -127,11 +127,6 @@ class ClientConnection(asyncio.Protocol):
         self._frame_started = 0.0  # loop time the partial frame began arriving; 0 = none
         self._mute_handle: asyncio.TimerHandle | None = None
         self._connect_task: asyncio.Task[None] | None = None
-        self._reauth_handle: asyncio.TimerHandle | None = None
-        self._reauth_task: asyncio.Task[None] | None = None
-        self._reauth_channel: ControlChannel | None = None
-        """Takes the upstream's bytes while the upstream connection re-authenticates."""
-        self._client_blocked = False  # the client's transport is full (pause_writing)
         self._authenticator: Authenticator | None = None
         self._inspector: SaslInspector | None = None
         security = config.upstream_security
@@ -216,10 +211,16 @@ class ClientConnection(asyncio.Protocol):
 
     async def _connect_upstream(self) -> None:
         config = self._services.config
+        link = UpstreamLink(
+            self,
+            self._upstream_security,
+            config.socket_connection_setup_timeout_ms / 1000,
+            self.info.connection_id,
+        )
         try:
             transport, lifetime_ms = await open_upstream(
                 self._pick,
-                lambda: UpstreamLink(self),
+                lambda: link,
                 self._services.health,
                 config.socket_connection_setup_timeout_ms / 1000,
                 config.upstream_connect_timeout_ms / 1000,
@@ -233,57 +234,23 @@ class ClientConnection(asyncio.Protocol):
             transport.close()
             return
         self._upstream = transport
-        self._schedule_reauthentication(lifetime_ms)
+        self._link = link
+        link.session_began(lifetime_ms)
         self._resume(CONNECTING)
         self._flush()
 
-    # -- upstream re-authentication (KIP-368) ---------------------------------------------
+    # -- upstream re-authentication (KIP-368), run by the link ----------------------------
 
-    def _schedule_reauthentication(self, lifetime_ms: int) -> None:
-        if lifetime_ms > 0 and not self._closed:
-            self._reauth_handle = self._loop.call_later(
-                reauthentication_delay_s(lifetime_ms), self._reauthentication_due
-            )
-
-    def _reauthentication_due(self) -> None:
-        self._reauth_handle = None
+    def upstream_reauthentication_due(self) -> None:
         self._apply(self._core.begin_reauthentication())
 
-    async def _reauthenticate(self) -> None:
-        """Every forwarded request is answered: the SASL exchange has the connection."""
-        upstream = self._upstream
-        if upstream is None or self._closed:
-            return
-        channel = self._reauth_channel = ControlChannel.borrow(upstream)
-        started = self._loop.time()
-        # A client slow to read its responses keeps the upstream paused; the SASL answers
-        # are the gateway's own and small: read them anyway.
-        upstream.resume_reading()
-        timeout_s = self._services.config.socket_connection_setup_timeout_ms / 1000
-        try:
-            lifetime_ms = await authenticate(channel, self._upstream_security, timeout_s)
-        except (OSError, TimeoutError) as exc:
-            # An upstream that refuses the renewal will close the connection anyway: close
-            # both halves now, so the client reconnects (and authenticates afresh).
-            self.close(
-                f"upstream re-authentication failed: {connect_error_text(exc)}", logging.WARNING
-            )
-            return
-        finally:
-            self._reauth_channel = None
-            if self._client_blocked and self._upstream is not None:
-                self._upstream.pause_reading()
-        log.info(
-            kv(
-                "upstream_reauthenticated",
-                id=self.info.connection_id,
-                security=self._upstream_security.describe(),
-                took_ms=round((self._loop.time() - started) * 1000),
-                session_lifetime_ms=lifetime_ms,
-            )
-        )
-        self._schedule_reauthentication(lifetime_ms)
+    def upstream_reauthenticated(self) -> None:
         self._apply(self._core.end_reauthentication())
+
+    def upstream_reauthentication_failed(self, reason: str) -> None:
+        # An upstream that refuses the renewal will close the connection anyway: close both
+        # halves now, so the client reconnects (and authenticates afresh).
+        self.close(f"upstream re-authentication failed: {reason}", logging.WARNING)
 
     def _connect_failed(
         self, address: HostPort, attempt: int, delay_s: float, exc: BaseException
@@ -353,19 +320,17 @@ class ClientConnection(asyncio.Protocol):
             pool.release(reserved)
         if self._connect_task is not None and not self._connect_task.done():
             self._connect_task.cancel()
-        if self._reauth_handle is not None:
-            self._reauth_handle.cancel()
-            self._reauth_handle = None
-        if self._reauth_task is not None and not self._reauth_task.done():
-            self._reauth_task.cancel()
         if self._mute_handle is not None:
             self._mute_handle.cancel()
             self._mute_handle = None
         if self._transport is not None:
             self._transport.close()
-        if self._upstream is not None:
+        if self._link is not None:
+            self._link.close()
+            self._link = None
+        elif self._upstream is not None:
             self._upstream.close()
-            self._upstream = None
+        self._upstream = None
 
     def _close_after_refusal(self) -> None:
         # Kafka's connection.failed.authentication.delay.ms: a refused client is not let go at
@@ -612,11 +577,6 @@ class ClientConnection(asyncio.Protocol):
     # -- upstream → gateway ---------------------------------------------------------------
 
     def upstream_data(self, data: bytes) -> None:
-        channel = self._reauth_channel
-        if channel is not None:
-            # Nothing else is in flight: these bytes answer the SASL exchange.
-            channel.data_received(data)
-            return
         reader = self._upstream_reader
         reader.feed(data)
         try:
@@ -676,14 +636,12 @@ class ClientConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         # The client is not reading its responses: stop reading the upstream for it.
-        self._client_blocked = True
-        if self._upstream is not None:
-            self._upstream.pause_reading()
+        if self._link is not None:
+            self._link.hold_reading(True)
 
     def resume_writing(self) -> None:
-        self._client_blocked = False
-        if self._upstream is not None:
-            self._upstream.resume_reading()
+        if self._link is not None:
+            self._link.hold_reading(False)
 
     def _flush(self) -> None:
         """Write what the core has ready (answers in client order, requests upstream), give
@@ -743,8 +701,8 @@ class ClientConnection(asyncio.Protocol):
         if actions & CLOSE_SHUTDOWN:
             self.close("shutdown", logging.DEBUG)
             return
-        if actions & REAUTHENTICATE:
-            self._reauth_task = self._loop.create_task(self._reauthenticate())
+        if actions & REAUTHENTICATE and self._link is not None:
+            self._link.reauthenticate()
         if actions & RESUME_READING and transport is not None:
             transport.resume_reading()
         if actions & PROCESS:

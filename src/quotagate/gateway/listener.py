@@ -13,7 +13,6 @@ import socket
 import ssl
 
 from quotagate.gateway.acceptor import Acceptor, ProtocolFactory
-from quotagate.gateway.auth.authenticator import SecurityProtocol
 from quotagate.gateway.auth.mtls import certificate_principals
 from quotagate.gateway.builtin.broker_addresses import UnmappableBrokerError
 from quotagate.gateway.config import ListenerConfig
@@ -21,9 +20,10 @@ from quotagate.gateway.connection import ClientConnection
 from quotagate.gateway.connection_limits import Slot
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.tls import ClientAuth, server_context
-from quotagate.gateway.upstream import AddressPicker
+from quotagate.gateway.upstream.link import AddressPicker
 from quotagate.logs import kv
 from quotagate.protocol.host_port import HostPort
+from quotagate.security.protocol import SecurityProtocol
 
 log = logging.getLogger(__name__)
 

@@ -7,15 +7,14 @@ implementation, built from the config by :func:`authenticator_factory`.
 
 from quotagate.gateway.auth.authenticator import (
     ANONYMOUS,
-    SASL_MECHANISMS,
     AuthContext,
     Authenticator,
     AuthenticatorFactory,
     AuthResult,
-    SecurityProtocol,
 )
 from quotagate.gateway.auth.sasl import SaslAuthenticator, SaslAuthenticatorFactory
 from quotagate.gateway.auth.setup import authenticator_factory
+from quotagate.security.protocol import SASL_MECHANISMS, SecurityProtocol
 
 __all__ = [
     "ANONYMOUS",

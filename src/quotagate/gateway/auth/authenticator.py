@@ -19,13 +19,10 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from quotagate.security.principal import ANONYMOUS
+from quotagate.security.protocol import SecurityProtocol
 
 __all__ = [
     "ANONYMOUS",
-    "SASL_AUTHENTICATE",
-    "SASL_HANDSHAKE",
-    "SASL_MECHANISMS",
-    "SUPPORTED_SASL_MECHANISMS",
     "AuthContext",
     "AuthResult",
     "Authenticator",
@@ -33,27 +30,6 @@ __all__ = [
     "Refusal",
     "SecurityProtocol",
 ]
-
-SASL_HANDSHAKE: Final = 17
-SASL_AUTHENTICATE: Final = 36
-
-SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-"""The SASL mechanisms enabled by default (``sasl.enabled.mechanisms``)."""
-SUPPORTED_SASL_MECHANISMS: Final = (*SASL_MECHANISMS, "OAUTHBEARER")
-"""The SASL mechanisms the gateway can terminate; OAUTHBEARER needs a JWKS endpoint."""
-
-
-class SecurityProtocol:
-    """Kafka's ``security.protocol`` names the gateway accepts on a listener."""
-
-    PLAINTEXT: Final = "PLAINTEXT"
-    SSL: Final = "SSL"
-    SASL_PLAINTEXT: Final = "SASL_PLAINTEXT"
-    SASL_SSL: Final = "SASL_SSL"
-
-    ALL: Final = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
-    SASL: Final = (SASL_PLAINTEXT, SASL_SSL)
-    TLS: Final = (SSL, SASL_SSL)
 
 
 @dataclass(frozen=True, slots=True)
