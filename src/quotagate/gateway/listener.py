@@ -13,6 +13,7 @@ import socket
 import ssl
 
 from quotagate.gateway.acceptor import Acceptor, ProtocolFactory
+from quotagate.gateway.auth.listener import listener_authenticators
 from quotagate.gateway.auth.mtls import certificate_principals
 from quotagate.gateway.builtin.broker_addresses import UnmappableBrokerError
 from quotagate.gateway.config import ListenerConfig
@@ -35,7 +36,10 @@ class Listener:
         self.config = config
         self._services = services
         self._ssl = _ssl_context(config)
-        self._principals = certificate_principals(config)
+        # Chosen once for the listener, as Kafka's ChannelBuilders does.
+        self._authenticators = listener_authenticators(
+            config, services.authenticator_factory, certificate_principals(config)
+        )
         self._acceptor: Acceptor | None = None
         self._node_ports: dict[int, int] = {}
         self.bound: HostPort | None = None
@@ -71,10 +75,10 @@ class Listener:
         )
 
     def _factory(self, pick: AddressPicker) -> ProtocolFactory:
-        services, config, principals = self._services, self.config, self._principals
+        services, config, authenticators = self._services, self.config, self._authenticators
 
         def make(slot: Slot) -> ClientConnection:
-            return ClientConnection(services, config, pick, slot, principals)
+            return ClientConnection(services, config, pick, authenticators(), slot)
 
         return make
 

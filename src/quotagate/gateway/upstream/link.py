@@ -13,7 +13,12 @@ import logging
 from collections.abc import Callable
 from typing import Protocol, cast
 
-from quotagate.gateway.upstream.channel import ControlChannel, connect_error_text, open_secured
+from quotagate.gateway.upstream.channel import (
+    ControlChannel,
+    connect_error_text,
+    is_security_failure,
+    open_secured,
+)
 from quotagate.gateway.upstream.sasl import authenticate, reauthentication_delay_s
 from quotagate.gateway.upstream.security import PLAINTEXT_UPSTREAM, UpstreamSecurity
 from quotagate.logs import kv
@@ -108,7 +113,8 @@ class UpstreamLink(asyncio.Protocol):
         timeout_s: float = 10.0,
         connection_id: int = 0,
     ) -> None:
-        """``timeout_s``: how long a re-authentication may take; ``connection_id``: the
+        """``timeout_s``: how long one connection attempt (TCP, TLS, SASL) or a
+        re-authentication may take (``socket.connection.setup.timeout.ms``); ``connection_id``: the
         client connection's, for the log."""
         self._owner = owner
         self._id = connection_id
@@ -121,6 +127,37 @@ class UpstreamLink(asyncio.Protocol):
         """Takes the upstream's bytes while the session is renewed."""
         self._reading_held = False
         self.transport: asyncio.Transport | None = None
+
+    async def open(
+        self,
+        pick: AddressPicker,
+        health: UpstreamHealth,
+        budget_s: float,
+        count_failure: Callable[[], object],
+    ) -> asyncio.Transport:
+        """Connect (:func:`open_upstream`), each failed attempt counted and logged, and start
+        the session's clock; raises :class:`UpstreamUnavailableError` once ``budget_s`` is
+        spent."""
+
+        def failed(address: HostPort, attempt: int, delay_s: float, exc: BaseException) -> None:
+            count_failure()
+            log.log(
+                logging.WARNING if is_security_failure(exc) else logging.INFO,
+                kv(
+                    "upstream_connect_failed",
+                    upstream=address,
+                    security=self._security.describe(),
+                    attempt=attempt,
+                    retry_in_ms=round(delay_s * 1000),
+                    error=connect_error_text(exc),
+                ),
+            )
+
+        transport, lifetime_ms = await open_upstream(
+            pick, lambda: self, health, self._timeout_s, budget_s, failed, self._security
+        )
+        self.session_began(lifetime_ms)
+        return transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
