@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
-from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.store.quotas import Change
 from support.clients import generous_quotas_of_every_kind
 from support.gateways import gateway_config

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
-from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.store.quotas import Change
 from support.gateways import gateway_config
 from support.java import run_driver

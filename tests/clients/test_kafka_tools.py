@@ -27,7 +27,7 @@ from collections.abc import Iterator
 import pytest
 
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
-from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.embedded.background import BackgroundGateway
 from support.gateways import gateway_config
 from support.java import kafka_tool
 from support.kafka_cluster import KafkaCluster

@@ -17,8 +17,8 @@ from quotagate.enforcement.metrics import QuotaCollector
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.gateway.auth import SaslAuthenticatorFactory
 from quotagate.gateway.auth.setup import authenticator_factory
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.gateway.upstream.channel import build_request
 from quotagate.gateway.upstream.security import UpstreamSecurity
 from quotagate.protocol import codec

@@ -14,7 +14,7 @@ from quotagate.enforcement.fetch import FetchQuotaStage
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.settings import QuotaSettings
 from quotagate.enforcement.throttle import QuotaThrottleStage
-from quotagate.gateway.exchange import ConnectionInfo, Exchange
+from quotagate.gateway.stages.exchange import ConnectionInfo, Exchange
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.headers import parse_request_header
 from quotagate.protocol.kio_nested import build, nested

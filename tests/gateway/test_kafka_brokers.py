@@ -39,7 +39,7 @@ from kio.static.primitive import i8
 
 from quotagate.enforcement import QuotaEnforcement
 from quotagate.enforcement.runtime import QuotaRuntime
-from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.gateway.upstream.channel import build_request
 from quotagate.protocol import api_keys, api_support, codec
 from quotagate.store.quotas import Change

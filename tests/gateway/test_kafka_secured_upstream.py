@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.gateway.upstream.security import UpstreamSecurity, parse_upstream_security
 from quotagate.store.quotas import Change
 from support.clients import authentication_error, confluent_round_trip, new_topic

@@ -31,8 +31,8 @@ from quotagate.gateway.auth.listener import (
 )
 from quotagate.gateway.auth.sasl import SaslAuthenticator
 from quotagate.gateway.config import SASL_PASSTHROUGH, ListenerConfig
-from quotagate.gateway.exchange import ConnectionInfo
 from quotagate.gateway.refusals import CERTIFICATE_UNMAPPED
+from quotagate.gateway.stages.exchange import ConnectionInfo
 from quotagate.protocol import codec
 from quotagate.protocol.headers import RequestHeader, parse_request_header
 from quotagate.protocol.host_port import HostPort

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from quotagate.gateway.secret import Secret
+from quotagate.gateway.settings.secret import Secret
 from quotagate.gateway.upstream.oauth_token import (
     OAuthTokenError,
     OAuthTokenRefusedError,

@@ -8,9 +8,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.config import GatewayConfig, ListenerConfig, validate
 from quotagate.gateway.embedded import LOOPBACK, free_port, free_ports
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.protocol.host_port import HostPort
 from quotagate.store.quotas import Change
 from support.upstreams import Upstream

@@ -52,9 +52,9 @@ from quotagate.gateway.connection_core import (
     UPSTREAM_BUSY,
     ConnectionCore,
 )
-from quotagate.gateway.connection_limits import Slot
-from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
+from quotagate.gateway.limits.connections import Slot
 from quotagate.gateway.services import GatewayServices
+from quotagate.gateway.stages.exchange import ConnectionInfo, Exchange, Outcome
 from quotagate.gateway.upstream.link import (
     AddressPicker,
     UpstreamLink,

@@ -38,8 +38,8 @@ from quotagate.gateway.auth.authenticator import (
 )
 from quotagate.gateway.auth.inspection import SaslInspector
 from quotagate.gateway.config import SASL_PASSTHROUGH, ListenerConfig
-from quotagate.gateway.exchange import ConnectionInfo
 from quotagate.gateway.refusals import CERTIFICATE_UNMAPPED
+from quotagate.gateway.stages.exchange import ConnectionInfo
 from quotagate.logs import kv
 from quotagate.protocol import api_keys
 from quotagate.protocol.headers import RequestHeader

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
-from quotagate.gateway.chain import StageChain
+from quotagate.gateway.stages.chain import StageChain
 from quotagate.gateway.upstream.channel import (
     ControlChannel,
     build_request,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from quotagate.gateway.secret import Secret, SecretError, resolve_secret
+from quotagate.gateway.settings.secret import Secret, SecretError, resolve_secret
 from quotagate.security.protocol import (
     CLIENT_MECHANISMS,
     OAUTHBEARER,

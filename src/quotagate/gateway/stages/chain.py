@@ -6,8 +6,8 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.stages.exchange import ConnectionInfo, Exchange, Outcome
+from quotagate.gateway.stages.stage import Stage
 from quotagate.logs import kv
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.api_support import VersionRange

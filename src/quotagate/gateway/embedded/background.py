@@ -12,9 +12,9 @@ import uvloop
 from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.config import GatewayConfig
 from quotagate.gateway.lifecycle import Lifecycle
-from quotagate.gateway.plugin import Plugin
 from quotagate.gateway.server import Gateway
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.stages.plugin import Plugin
+from quotagate.gateway.stages.stage import Stage
 from quotagate.protocol.host_port import HostPort
 
 

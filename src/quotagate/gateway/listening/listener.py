@@ -12,15 +12,15 @@ import logging
 import socket
 import ssl
 
-from quotagate.gateway.acceptor import Acceptor, ProtocolFactory
 from quotagate.gateway.auth.listener import listener_authenticators
 from quotagate.gateway.auth.mtls import certificate_principals
 from quotagate.gateway.builtin.broker_addresses import UnmappableBrokerError
 from quotagate.gateway.config import ListenerConfig
 from quotagate.gateway.connection import ClientConnection
-from quotagate.gateway.connection_limits import Slot
+from quotagate.gateway.limits.connections import Slot
+from quotagate.gateway.listening.acceptor import Acceptor, ProtocolFactory
+from quotagate.gateway.listening.tls import ClientAuth, server_context
 from quotagate.gateway.services import GatewayServices
-from quotagate.gateway.tls import ClientAuth, server_context
 from quotagate.gateway.upstream.link import AddressPicker
 from quotagate.logs import kv
 from quotagate.protocol.host_port import HostPort
