@@ -344,12 +344,12 @@ class Bench:
             usage = UsageSettings(path=usage_dir) if mode == "on+usage" else UsageSettings()
             self.runtime = QuotaRuntime(QuotaSettings(usage=usage))
             if mode != "off":
-                self.runtime.alter_client_quotas(
+                self.runtime.store_sync.alter_client_quotas(
                     every_client_quotas(), "benchmark", "benchmarks/request_cost.py"
                 )
             shadows = [Change(c.entity, shadow_key(c.key), c.value) for c in every_client_quotas()]
             if mode in ("on+shadow", "on+shadows"):
-                self.runtime.alter_client_quotas(
+                self.runtime.store_sync.alter_client_quotas(
                     shadows[:1] if mode == "on+shadow" else shadows,
                     "benchmark",
                     "benchmarks/request_cost.py",

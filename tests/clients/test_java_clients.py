@@ -95,7 +95,7 @@ def java_gateway(
         for client_id in (throttled_client_id(s), f"{throttled_client_id(s)}-inflight-1")
     ]
     changes += [Change({"client-id": CONTROL}, "producer_byte_rate", float(QUOTA))]
-    runtime.alter_client_quotas(changes, "test", "test")
+    runtime.store_sync.alter_client_quotas(changes, "test", "test")
     background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
     background.start()
     try:

@@ -46,7 +46,7 @@ def streams_gateway(
         extra={"quotas": {"quota.window.num": 2, "quota.window.size.seconds": 1}},
     )
     runtime = QuotaRuntime.from_config(config)
-    runtime.alter_client_quotas(
+    runtime.store_sync.alter_client_quotas(
         [Change({"client-id": PRODUCER}, "producer_byte_rate", float(QUOTA))], "test", "test"
     )
     background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])

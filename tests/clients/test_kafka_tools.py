@@ -120,7 +120,7 @@ def test_kafka_configs_client_quotas(tools_gateway: ToolsGateway) -> None:
     for entity, values in alters:
         out = configs(tools_gateway, "--alter", *entity, "--add-config", values)
         assert "Completed updating" in out, out
-    quotas = tools_gateway.runtime.client_quotas
+    quotas = tools_gateway.runtime.store_sync.client_quotas
     assert quotas[(("user", user),)] == {
         "producer_byte_rate": 1048576.0,
         "consumer_byte_rate": 2097152.0,
@@ -167,7 +167,7 @@ def test_kafka_configs_client_quotas(tools_gateway: ToolsGateway) -> None:
         "consumer_byte_rate",
     )
     assert "Completed updating config" in out
-    assert tools_gateway.runtime.client_quotas[(("user", user),)] == {
+    assert tools_gateway.runtime.store_sync.client_quotas[(("user", user),)] == {
         "producer_byte_rate": 1048576.0
     }
     # The default client quota would apply to every tool below: gone again.
@@ -180,7 +180,7 @@ def test_kafka_configs_client_quotas(tools_gateway: ToolsGateway) -> None:
         "--delete-config",
         "consumer_byte_rate",
     )
-    assert (("client-id", None),) not in tools_gateway.runtime.client_quotas
+    assert (("client-id", None),) not in tools_gateway.runtime.store_sync.client_quotas
 
 
 def test_topics_perf_tests_and_consumer_groups(

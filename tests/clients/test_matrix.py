@@ -98,7 +98,7 @@ def matrix_gateway(
         Change({"client-id": throttled_client_id(c)}, "producer_byte_rate", float(QUOTA))
         for c in ("confluent-kafka", "kafka-python", "aiokafka", "kcat", "kafkajs")
     ]
-    runtime.alter_client_quotas(changes, "test", "test")
+    runtime.store_sync.alter_client_quotas(changes, "test", "test")
     background = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
     background.start()
     try:

@@ -420,7 +420,7 @@ class Clients:
 def test_a_broker_killed_and_restarted_under_idempotent_producers_and_a_group(
     brokers: Brokers, wait_for: WaitFor, tmp_path: Path, test_output: Path
 ) -> None:
-    brokers.runtime.alter_client_quotas(
+    brokers.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": CLIENT_ID}, "producer_byte_rate", QUOTA)], "test", "test"
     )
     topic = f"failover-{uuid.uuid4().hex[:8]}"

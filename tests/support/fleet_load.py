@@ -80,7 +80,7 @@ class FleetRun:
             extra={"quotas": self.windows, "usage": {"path": str(tmp / "usage")}, "fleet": fleet},
         )
         runtime = QuotaRuntime.from_config(config)
-        runtime.alter_client_quotas(
+        runtime.store_sync.alter_client_quotas(
             [Change({"client-id": CLIENT_ID}, "producer_byte_rate", self.quota)], "test", "test"
         )
         gateway = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])

@@ -60,7 +60,7 @@ def quota_gateway(config: GatewayConfig, quotas: Sequence[Change]) -> Iterator[B
     """A gateway running ``config`` with the quota plugin and ``quotas`` set, stopped when the
     block ends (for module-scoped fixtures; tests/enforcement has a per-test factory)."""
     runtime = QuotaRuntime.from_config(config)
-    runtime.alter_client_quotas(list(quotas), "test", "test")
+    runtime.store_sync.alter_client_quotas(list(quotas), "test", "test")
     gateway = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
     gateway.start()
     try:
