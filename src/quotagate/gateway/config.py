@@ -126,6 +126,11 @@ class GatewayConfig:
     extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Sections owned by other components (e.g. ``[store]``), passed through unparsed."""
 
+    @property
+    def bootstrap(self) -> str:
+        """``bootstrap.servers`` as Kafka's clients take it: ``host:port,host:port``."""
+        return ",".join(str(address) for address in self.bootstrap_servers)
+
 
 # -- value parsers: each returns the value or raises ConfigError(reason, how to fix) ----------
 
@@ -294,7 +299,7 @@ def store_settings(config: GatewayConfig) -> StoreSettings:
         path=config.store_path,
         topic=config.store_topic or DEFAULT_STORE_TOPIC,
         replication_factor=config.store_replication_factor,
-        bootstrap=",".join(str(address) for address in config.bootstrap_servers),
+        bootstrap=config.bootstrap,
         client_config=config.upstream_security.librdkafka_config(),
     )
 
