@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from quotagate.gateway.refusals import Refusal
 from quotagate.security.principal import ANONYMOUS
 from quotagate.security.protocol import SecurityProtocol
 
@@ -30,21 +31,6 @@ __all__ = [
     "Refusal",
     "SecurityProtocol",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why a client was refused, for the connection's log line and the refusals counter.
-
-    ``reason`` labels the counter: one of a small fixed set (``sasl_authentication_failed``,
-    ``sasl_unsupported_mechanism``, ``sasl_protocol_error``, ``tls_handshake_failed``,
-    ``certificate_missing``, ``certificate_untrusted``, ``certificate_unmapped``).
-    ``detail`` says why in words, never what the client presented.
-    """
-
-    reason: str
-    detail: str
-    mechanism: str | None = None
 
 
 SASL_AUTHENTICATION_FAILED: Final = "sasl_authentication_failed"
