@@ -57,9 +57,10 @@ from passthrough import every_client_quotas
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime, QuotaSettings
 from quotagate.enforcement.settings import UsageSettings
 from quotagate.gateway import Gateway, GatewayConfig, ListenerConfig, Plugin
-from quotagate.gateway import connection as connection_module
+from quotagate.gateway.auth.listener import listener_authenticators
 from quotagate.gateway.connection import ClientConnection
 from quotagate.gateway.embedded import LOOPBACK, free_port
+from quotagate.gateway.upstream import link as link_module
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.host_port import HostPort
 from quotagate.protocol.kio_nested import build, nested
@@ -343,12 +344,12 @@ class Bench:
             usage = UsageSettings(path=usage_dir) if mode == "on+usage" else UsageSettings()
             self.runtime = QuotaRuntime(QuotaSettings(usage=usage))
             if mode != "off":
-                self.runtime.alter_client_quotas(
+                self.runtime.store_sync.alter_client_quotas(
                     every_client_quotas(), "benchmark", "benchmarks/request_cost.py"
                 )
             shadows = [Change(c.entity, shadow_key(c.key), c.value) for c in every_client_quotas()]
             if mode in ("on+shadow", "on+shadows"):
-                self.runtime.alter_client_quotas(
+                self.runtime.store_sync.alter_client_quotas(
                     shadows[:1] if mode == "on+shadow" else shadows,
                     "benchmark",
                     "benchmarks/request_cost.py",
@@ -372,17 +373,18 @@ class Bench:
 
         async def open_upstream(
             pick: Any, factory: Callable[[], asyncio.Protocol], *args: Any
-        ) -> asyncio.Transport:
+        ) -> tuple[asyncio.Transport, int]:
             link = factory()
             transport = _NullTransport()
             link.connection_made(transport)
             links.append(link)
-            return transport
+            return transport, 0
 
         # The one thing replaced: the upstream connection is an in-memory link.
-        with patch.object(connection_module, "open_upstream", open_upstream):
+        with patch.object(link_module, "open_upstream", open_upstream):
+            auth = listener_authenticators(self.listener_config, None, None)()
             connection = ClientConnection(
-                self.gateway.services, self.listener_config, lambda attempt: None
+                self.gateway.services, self.listener_config, lambda attempt: None, auth
             )
             connection.connection_made(_NullTransport())
             for _ in range(10):

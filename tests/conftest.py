@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 
 from quotagate.gateway.auth.authenticator import AuthenticatorFactory
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
-from quotagate.gateway.plugin import Plugin
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.embedded.background import BackgroundGateway
+from quotagate.gateway.stages.plugin import Plugin
+from quotagate.gateway.stages.stage import Stage
 from support.gateways import TANSU_NODE_ID, gateway_config
 from support.kafka_cluster import KafkaCluster, kafka_cluster
 from support.upstreams import NAMES, Upstream

@@ -46,7 +46,7 @@ def _sample_names(families: Iterable[Metric]) -> set[str]:
 @pytest.fixture(scope="module")
 def exported() -> set[str]:
     runtime = QuotaRuntime(QuotaSettings())
-    runtime.alter_client_quotas(
+    runtime.store_sync.alter_client_quotas(
         [
             Change({"client-id": "c"}, key, 100.0)
             for key in (

@@ -28,7 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "security": set(),
     "logs": set(),
     "usage": {"quota", "logs"},
-    "store": {"fleet", "logs"},
+    "store": {"fleet", "logs", "security"},
     "gateway": {"protocol", "quota", "store", "security", "logs"},
     "fleet": {"quota", "logs"},
     "instance": {"gateway", "protocol", "fleet", "logs"},
@@ -95,6 +95,47 @@ def test_outer_packages_use_only_the_gateways_public_surface(package: str) -> No
         if target.startswith("quotagate.gateway.") and target not in GATEWAY_FACES
     )
     assert not private, "\n".join(private)
+
+
+# The sub-packages of ``gateway/``, lowest floor first: each may import only the ones below it
+# (its modules at the top, ``connection.py``, ``server.py``, ``config.py``, ..., tie them
+# together). An import from one sub-package to another on its floor or above runs back up:
+# that is how the knot of config, auth and the upstream's security formed around one enum.
+GATEWAY_FLOORS: Final = (
+    "settings",
+    "limits",
+    "stages",
+    "upstream",
+    "auth",
+    "builtin",
+    "listening",
+    "embedded",
+)
+
+
+def _gateway_sub_package(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) < 3 or parts[1] != "gateway" or not (SRC / "gateway" / parts[2]).is_dir():
+        return None
+    return parts[2]
+
+
+def test_every_gateway_sub_package_has_a_floor() -> None:
+    found = {path.parent.name for path in (SRC / "gateway").glob("*/__init__.py")}
+    assert found == set(GATEWAY_FLOORS)
+
+
+def test_gateway_sub_packages_import_only_the_floors_below() -> None:
+    floor = {name: index for index, name in enumerate(GATEWAY_FLOORS)}
+    upward = sorted(
+        f"{module} -> {target}"
+        for module in MODULES
+        if (source := _gateway_sub_package(module)) is not None
+        for target in _imports(module)
+        if (destination := _gateway_sub_package(target)) not in (None, source)
+        and floor[destination] >= floor[source]
+    )
+    assert not upward, "\n".join(upward)
 
 
 def _third_party(module: str) -> Iterator[tuple[str, tuple[str, ...]]]:

@@ -14,10 +14,10 @@ import pytest
 from quotagate.enforcement import QuotaEnforcement
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.settings import QuotaSettings
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
-from quotagate.gateway.exchange import Exchange
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.embedded.background import BackgroundGateway
+from quotagate.gateway.stages.exchange import Exchange
+from quotagate.gateway.stages.stage import Stage
 
 SUPER_USER = "User:ANONYMOUS"  # PLAINTEXT connections authenticate as ANONYMOUS
 

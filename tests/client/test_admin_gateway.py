@@ -18,8 +18,8 @@ from quotagate.client import (
     NewTopic,
     SyncAdminClient,
 )
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import LOOPBACK, free_port
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.protocol import api_keys
 from quotagate.protocol.host_port import HostPort
 

@@ -18,8 +18,8 @@ from quotagate.commands.command_config import (
 )
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.store.credentials import CredentialStore
 from support.certificates import CertificateAuthority
 from support.gateways import gateway_config

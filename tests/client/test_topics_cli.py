@@ -9,8 +9,8 @@ from confluent_kafka.admin import AdminClient as ConfluentAdmin
 from typer.testing import CliRunner
 
 from quotagate.cli import app
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import LOOPBACK, free_port
+from quotagate.gateway.embedded.background import BackgroundGateway
 
 pytestmark = pytest.mark.integration
 

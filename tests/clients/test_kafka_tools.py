@@ -27,7 +27,7 @@ from collections.abc import Iterator
 import pytest
 
 from quotagate.enforcement import QuotaRuntime
-from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.embedded.background import BackgroundGateway
 from support.gateways import gateway_config, quota_gateway
 from support.java import kafka_tool
 from support.kafka_cluster import KafkaCluster
@@ -115,7 +115,7 @@ def test_kafka_configs_client_quotas(tools_gateway: ToolsGateway) -> None:
     for entity, values in alters:
         out = configs(tools_gateway, "--alter", *entity, "--add-config", values)
         assert "Completed updating" in out, out
-    quotas = tools_gateway.runtime.client_quotas
+    quotas = tools_gateway.runtime.store_sync.client_quotas
     assert quotas[(("user", user),)] == {
         "producer_byte_rate": 1048576.0,
         "consumer_byte_rate": 2097152.0,
@@ -162,7 +162,7 @@ def test_kafka_configs_client_quotas(tools_gateway: ToolsGateway) -> None:
         "consumer_byte_rate",
     )
     assert "Completed updating config" in out
-    assert tools_gateway.runtime.client_quotas[(("user", user),)] == {
+    assert tools_gateway.runtime.store_sync.client_quotas[(("user", user),)] == {
         "producer_byte_rate": 1048576.0
     }
     # The default client quota would apply to every tool below: gone again.
@@ -175,7 +175,7 @@ def test_kafka_configs_client_quotas(tools_gateway: ToolsGateway) -> None:
         "--delete-config",
         "consumer_byte_rate",
     )
-    assert (("client-id", None),) not in tools_gateway.runtime.client_quotas
+    assert (("client-id", None),) not in tools_gateway.runtime.store_sync.client_quotas
 
 
 def test_topics_perf_tests_and_consumer_groups(

@@ -36,7 +36,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic as KpNewTopic
 
 from quotagate.enforcement import QuotaRuntime
-from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.quotas import Change

@@ -17,10 +17,10 @@ from quotagate.enforcement.metrics import QuotaCollector
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.gateway.auth import SaslAuthenticatorFactory
 from quotagate.gateway.auth.setup import authenticator_factory
-from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.control import build_request
 from quotagate.gateway.embedded import TansuBroker
-from quotagate.gateway.upstream_security import UpstreamSecurity
+from quotagate.gateway.embedded.background import BackgroundGateway
+from quotagate.gateway.upstream.channel import build_request
+from quotagate.gateway.upstream.security import UpstreamSecurity
 from quotagate.protocol import codec
 from support.gateways import TANSU_NODE_ID, gateway_config
 from support.upstreams import NAMES, Upstream

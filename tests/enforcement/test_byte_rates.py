@@ -132,7 +132,7 @@ def test_greedy_producers_get_their_quota(
 ) -> None:
     usage = tmp_path / "usage"
     gateway = start_quota_gateway(quota_upstream, quotas=WINDOWS, usage={"path": str(usage)})
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [
             Change({"client-id": "greedy-confluent"}, "producer_byte_rate", float(QUOTA)),
             Change({"client-id": "greedy-kafka-python"}, "producer_byte_rate", float(QUOTA)),
@@ -209,7 +209,7 @@ def test_consumer_gets_its_quota_and_every_message_once(
         producer.produce(topic, VALUE[:-8] + f"{i:08d}".encode())
         producer.poll(0)
     assert producer.flush(60) == 0
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "slow-consumer"}, "consumer_byte_rate", float(FETCH_QUOTA))],
         "test",
         "test",

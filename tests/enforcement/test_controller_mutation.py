@@ -53,7 +53,7 @@ def test_storm_admits_by_token_bucket_rejects_with_89_and_merges(
         quotas={"controller.quota.window.num": WINDOWS, "controller.quota.window.size.seconds": 1},
         usage={"path": str(usage_dir)},
     )
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [
             Change({"client-id": "storm"}, "controller_mutation_rate", RATE),
             Change({"client-id": "storm5"}, "controller_mutation_rate", RATE),
@@ -122,7 +122,7 @@ def test_validate_only_is_exempt(
     quota_upstream: Any, start_quota_gateway: Any, raw_client: Any
 ) -> None:
     gateway = start_quota_gateway(quota_upstream, quotas={"controller.quota.window.num": WINDOWS})
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "validator"}, "controller_mutation_rate", RATE)], "test", "test"
     )
     host, port = gateway.host_port
@@ -146,7 +146,7 @@ def test_create_partitions_strict_and_permissive(
     client throttled). Kafka's controller then really adds the partitions; tansu has no
     CreatePartitions, so the gateway answers UNSUPPORTED_VERSION itself."""
     gateway = start_quota_gateway(quota_upstream, quotas={"controller.quota.window.num": WINDOWS})
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "grower"}, "controller_mutation_rate", RATE)], "test", "test"
     )
     host, port = gateway.host_port
@@ -226,7 +226,7 @@ def test_delete_topics_counts_the_partitions_the_gateway_has_seen(
         quotas={"controller.quota.window.num": windows},
         usage={"path": str(usage_dir)},
     )
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "deleter"}, "controller_mutation_rate", slow_rate)], "test", "test"
     )
     host, port = gateway.host_port
@@ -253,7 +253,7 @@ def test_a_body_the_gateway_cannot_decode_is_never_forwarded_uncharged(
     """A modelled version whose body does not decode (here: a trailing byte) must not slip
     past the mutation quota to the upstream: the gateway closes the connection instead."""
     gateway = start_quota_gateway(quota_upstream)
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "sly"}, "controller_mutation_rate", 0.1)], "test", "test"
     )
     host, port = gateway.host_port

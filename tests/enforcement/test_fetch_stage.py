@@ -14,7 +14,7 @@ from quotagate.enforcement.fetch import FetchQuotaStage
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.settings import QuotaSettings
 from quotagate.enforcement.throttle import QuotaThrottleStage
-from quotagate.gateway.exchange import ConnectionInfo, Exchange
+from quotagate.gateway.stages.exchange import ConnectionInfo, Exchange
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.headers import parse_request_header
 from quotagate.protocol.kio_nested import build, nested
@@ -87,7 +87,10 @@ def _exchange(frame: bytes, now_ms: int) -> Exchange:
 
 
 def _run(runtime: QuotaRuntime, request: bytes, response: bytes, now_ms: int) -> Exchange:
-    throttle, fetch = QuotaThrottleStage(runtime), FetchQuotaStage(runtime)
+    throttle = QuotaThrottleStage(
+        runtime.ticket, runtime.connection_closed, runtime.response_throttle
+    )
+    fetch = FetchQuotaStage(runtime.ticket, runtime.managers, runtime.shadow)
     exchange = _exchange(request, now_ms)
     throttle.on_request(exchange)
     fetch.on_request(exchange)
@@ -106,7 +109,7 @@ def test_throttled_fetch_is_answered_empty_and_unrecorded(
     session_id: int, epoch: int, expected_session: int
 ) -> None:
     runtime = QuotaRuntime(QuotaSettings())
-    runtime.alter_client_quotas(
+    runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "consumer"}, "consumer_byte_rate", QUOTA)], "t", "t"
     )
     upstream_session = 99 if epoch == 0 else session_id
@@ -127,7 +130,7 @@ def test_throttled_fetch_is_answered_empty_and_unrecorded(
 
 def test_small_fetch_passes_and_upstream_errors_are_kept() -> None:
     runtime = QuotaRuntime(QuotaSettings())
-    runtime.alter_client_quotas(
+    runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "consumer"}, "consumer_byte_rate", QUOTA)], "t", "t"
     )
     small = _run(runtime, _request(0, -1, max_bytes=500), _response(0, records=b"d" * 100), NOW)

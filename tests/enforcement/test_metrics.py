@@ -15,11 +15,13 @@ from quotagate.store.quotas import Change
 
 def test_metrics_named_after_kafka_and_expire_with_sensors() -> None:
     runtime = QuotaRuntime(QuotaSettings())
-    runtime.alter_client_quotas([Change({"client-id": "c"}, "producer_byte_rate", 100.0)], "t", "t")
+    runtime.store_sync.alter_client_quotas(
+        [Change({"client-id": "c"}, "producer_byte_rate", 100.0)], "t", "t"
+    )
     now = 1_700_000_000_000
     runtime.managers.produce.record_and_get_throttle_ms("alice", "c", 5000, now)
     runtime.managers.produce.throttle("alice", "c", 1, 40, now)
-    runtime.alter_client_quotas(
+    runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "m"}, "controller_mutation_rate", 2.0)], "t", "t"
     )
     runtime.managers.controller.new_strict_quota("bob", "m", now).record(30, now)
@@ -46,7 +48,9 @@ def test_metrics_named_after_kafka_and_expire_with_sensors() -> None:
 
 def test_idle_rates_decay_in_the_metrics() -> None:
     runtime = QuotaRuntime(QuotaSettings())
-    runtime.alter_client_quotas([Change({"client-id": "c"}, "producer_byte_rate", 100.0)], "t", "t")
+    runtime.store_sync.alter_client_quotas(
+        [Change({"client-id": "c"}, "producer_byte_rate", 100.0)], "t", "t"
+    )
     now = 1_700_000_000_000
     runtime.managers.produce.record_and_get_throttle_ms("alice", "c", 5000, now)
     runtime.last_now_ms = now
@@ -61,7 +65,7 @@ def test_exporting_metrics_never_changes_a_throttle() -> None:
 
     def run(export: bool) -> list[int]:
         runtime = QuotaRuntime(QuotaSettings())
-        runtime.alter_client_quotas(
+        runtime.store_sync.alter_client_quotas(
             [
                 Change({"client-id": "c"}, "producer_byte_rate", 1000.0),
                 Change({"client-id": "c"}, "controller_mutation_rate", 2.0),
@@ -92,7 +96,7 @@ def test_exporting_metrics_never_changes_a_throttle() -> None:
 
 def test_source_throttle_total_and_connections_per_sharing_key() -> None:
     runtime = QuotaRuntime(QuotaSettings())
-    runtime.alter_client_quotas(
+    runtime.store_sync.alter_client_quotas(
         [
             Change({"user": None}, "producer_byte_rate", 100.0),
             Change({"user": "bob@corp", "client-id": "c"}, "producer_byte_rate", 50.0),

@@ -29,7 +29,7 @@ VERSION = 7  # strict from v6
 
 def _enforcement(rate: float) -> QuotaEnforcement:
     runtime = QuotaRuntime(QuotaSettings(num_partitions=1))
-    runtime.alter_client_quotas(
+    runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "admin"}, "controller_mutation_rate", rate)], "t", "t"
     )
     return QuotaEnforcement(runtime)

@@ -39,7 +39,7 @@ import pytest
 from aiokafka.abc import AbstractTokenProvider as AioTokenProvider
 from kafka.net.sasl.oauth import AbstractTokenProvider as KpTokenProvider
 
-from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
+from quotagate.gateway.upstream.security import UpstreamSecurity, parse_upstream_security
 from support.clients import (
     aiokafka_round_trip,
     authentication_error,
@@ -296,7 +296,7 @@ def test_python_clients_through_passthrough_with_their_own_tokens(
     assert _authenticated_by_decider(caplog, f"User:{who}")
     assert any(
         "event=authenticated" in line and f"principal=User:{who}" in line
-        for line in _lines(caplog, "quotagate.gateway.connection")
+        for line in _lines(caplog, "quotagate.gateway.auth.listener")
     )
     _assert_no_secret(caplog, provider, token)
 

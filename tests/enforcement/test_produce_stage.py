@@ -25,7 +25,7 @@ VERSION = 9
 
 
 def _stages(runtime: QuotaRuntime) -> StageChain:
-    runtime.alter_client_quotas(
+    runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "producer"}, "producer_byte_rate", 1000)], "t", "t"
     )
     return chain(QuotaEnforcement(runtime).stages())

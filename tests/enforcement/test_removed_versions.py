@@ -81,7 +81,7 @@ def test_produce_v0_to_v2_is_metered_throttled_and_stored(
     version: int, quota_tansu: Any, start_quota_gateway: Any, raw_client: Any
 ) -> None:
     gateway = start_quota_gateway(quota_tansu.bootstrap, quotas=WINDOWS)
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "old"}, "producer_byte_rate", 10_000.0)], "test", "test"
     )
     topic = f"old-produce-{version}-{uuid.uuid4().hex[:6]}"
@@ -114,7 +114,7 @@ def test_fetch_v0_to_v2_under_a_fetch_quota_is_answered_and_the_connection_kept(
 ) -> None:
     caplog.set_level(logging.INFO, logger="quotagate")
     gateway = start_quota_gateway(quota_tansu.bootstrap)
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "old"}, "consumer_byte_rate", 10_000.0)], "test", "test"
     )
     topic = f"old-fetch-{uuid.uuid4().hex[:6]}"
@@ -155,7 +155,7 @@ def test_fetch_v3_is_metered_and_a_throttled_one_answered_empty(
     quota_tansu: Any, start_quota_gateway: Any, raw_client: Any
 ) -> None:
     gateway = start_quota_gateway(quota_tansu.bootstrap)
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "old"}, "consumer_byte_rate", 100.0)], "test", "test"
     )
     topic = f"old-fetch-v3-{uuid.uuid4().hex[:6]}"
@@ -179,7 +179,7 @@ def test_create_and_delete_topics_v0_are_charged_to_the_mutation_quota(
         quota_tansu.bootstrap,
         quotas={"controller.quota.window.num": 2, "controller.quota.window.size.seconds": 1},
     )
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "old"}, "controller_mutation_rate", 2.0)], "test", "test"
     )
     topic = f"old-admin-{uuid.uuid4().hex[:6]}"
@@ -212,7 +212,7 @@ def test_produce_of_message_format_1_gets_tansus_own_answer(
     """tansu closes the connection on a message-format-1 produce; through the gateway the
     client sees the same, because the upstream connection it stood on was closed."""
     gateway = start_quota_gateway(quota_tansu.bootstrap)
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "old"}, "producer_byte_rate", 10_000.0)], "test", "test"
     )
     topic = f"old-format-{uuid.uuid4().hex[:6]}"

@@ -20,7 +20,7 @@ from support.exchanges import NOW_MS, chain, raw_exchange, run_request, run_resp
 
 def _stages(*changes: Change, runtime: QuotaRuntime | None = None) -> StageChain:
     runtime = runtime or QuotaRuntime(QuotaSettings(num_partitions=1))
-    runtime.alter_client_quotas(list(changes), "t", "t")
+    runtime.store_sync.alter_client_quotas(list(changes), "t", "t")
     return chain(QuotaEnforcement(runtime).stages())
 
 

@@ -39,7 +39,7 @@ def test_metadata_storm_is_throttled_within_one_window_and_muted(
     usage = tmp_path / "usage"
     gateway = start_quota_gateway(quota_upstream, usage={"path": str(usage)})
     # 0.1 % of one thread: 1 ms of charged time per second.
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "hammer"}, "request_percentage", 0.1)], "test", "test"
     )
     host, port = gateway.host_port

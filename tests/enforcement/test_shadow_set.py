@@ -55,7 +55,7 @@ def test_the_store_configures_the_shadow_set_and_leaves_the_live_quotas_alone(
     runtime = QuotaRuntime(QuotaSettings(), store=open_quota_store(StoreSettings(path=str(store))))
     assert runtime.response_throttle.shadow is None  # nothing to pay for on the hot path
     shadow = Change({"client-id": "app"}, "shadow.producer_byte_rate", 1000.0)
-    runtime.alter_client_quotas([shadow], "User:admin", "test")
+    runtime.store_sync.alter_client_quotas([shadow], "User:admin", "test")
     assert runtime.response_throttle.shadow is runtime.shadow
     assert not runtime.managers.produce.quotas_enabled  # nobody is enforced on
     # 30 kB at once against 1000 B/s: the shadow would throttle, the live quotas never knew.
@@ -65,11 +65,15 @@ def test_the_store_configures_the_shadow_set_and_leaves_the_live_quotas_alone(
     # Another process on the same store reads the shadow set from it.
     other = QuotaRuntime(QuotaSettings(), store=open_quota_store(StoreSettings(path=str(store))))
     assert other.response_throttle.shadow is other.shadow
-    assert other.client_quotas[(("client-id", "app"),)] == {"shadow.producer_byte_rate": 1000.0}
+    assert other.store_sync.client_quotas[(("client-id", "app"),)] == {
+        "shadow.producer_byte_rate": 1000.0
+    }
 
-    runtime.alter_client_quotas([Change(shadow.entity, shadow.key, None)], "User:admin", "test")
+    runtime.store_sync.alter_client_quotas(
+        [Change(shadow.entity, shadow.key, None)], "User:admin", "test"
+    )
     assert runtime.response_throttle.shadow is None
-    other.reload_store()
+    other.store_sync.reload()
     assert other.response_throttle.shadow is None
     runtime.store_sync.close()
     other.store_sync.close()
@@ -77,7 +81,7 @@ def test_the_store_configures_the_shadow_set_and_leaves_the_live_quotas_alone(
 
 def test_metrics_and_top_show_what_the_shadow_would_throttle() -> None:
     runtime = QuotaRuntime(QuotaSettings())
-    runtime.alter_client_quotas(
+    runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "app"}, "shadow.producer_byte_rate", 1000.0)], "t", "t"
     )
     for i in range(10):  # 3000 B/s over 10 s, three times the shadow quota
@@ -106,7 +110,7 @@ def test_metrics_and_top_show_what_the_shadow_would_throttle() -> None:
 
 def test_a_tenant_can_have_a_shadow_quota() -> None:
     runtime = QuotaRuntime(QuotaSettings())
-    runtime.alter_client_quotas(
+    runtime.store_sync.alter_client_quotas(
         [Change({"tenant": "acme"}, "shadow.producer_byte_rate", 1000.0)], "t", "t"
     )
     shadow = runtime.response_throttle.shadow
@@ -135,7 +139,7 @@ def test_a_tenant_can_have_a_shadow_quota() -> None:
 
 def test_a_strict_shadow_mutation_quota_counts_the_topics_it_would_refuse() -> None:
     runtime = QuotaRuntime(QuotaSettings())
-    runtime.alter_client_quotas(
+    runtime.store_sync.alter_client_quotas(
         [Change({"client-id": "ops"}, "shadow.controller_mutation_rate", 1.0)], "t", "t"
     )
     shadow = runtime.response_throttle.shadow
@@ -187,10 +191,10 @@ def test_a_fleet_store_shares_the_shadow_set_and_the_cli_sets_and_promotes_it(
     assert promoted.exit_code == 0, promoted.output
     live = {"producer_byte_rate": 2048.0, "request_percentage": 20.0}
     wait_for(
-        lambda: first.runtime.client_quotas.get((("user", "alice"),)) == live,
+        lambda: first.runtime.store_sync.client_quotas.get((("user", "alice"),)) == live,
         10,
         "the promoted values, and no shadow ones, on the other gateway",
-        lambda: str(first.runtime.client_quotas),
+        lambda: str(first.runtime.store_sync.client_quotas),
     )
     assert first.runtime.response_throttle.shadow is None
     assert first.runtime.managers.request.quota_applies("alice", "any")

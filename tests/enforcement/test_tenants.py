@@ -108,7 +108,7 @@ def _race_five_members(
     changes = [Change({"user": m}, "producer_byte_rate", float(MEMBER)) for m in MEMBERS]
     if tenant_quota:
         changes.append(Change({"tenant": "team"}, "producer_byte_rate", float(TENANT)))
-    gateway.runtime.alter_client_quotas(changes, "test", "test")
+    gateway.runtime.store_sync.alter_client_quotas(changes, "test", "test")
     topic = f"tenant-{uuid.uuid4().hex[:8]}"
     admin = AdminClient(_sasl(gateway.bootstrap, OUTSIDER))
     for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
@@ -325,7 +325,7 @@ def test_a_tenant_quota_alone_throttles_the_clients_its_rules_map(
         quota_tansu.bootstrap,
         quotas={"tenant.mapping.rules": "RULE:client-id:^(billing)-.*$/$1/"},
     )
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"tenant": "billing"}, "producer_byte_rate", 1000.0)], "test", "test"
     )
     topic = f"tenant-alone-{uuid.uuid4().hex[:8]}"
@@ -356,7 +356,7 @@ def test_an_exempt_principal_is_never_throttled_and_still_metered(
         usage={"path": str(usage)},
     )
     quota = 20_000.0
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": None}, "producer_byte_rate", quota)], "test", "test"
     )
     topic = f"exempt-{uuid.uuid4().hex[:8]}"

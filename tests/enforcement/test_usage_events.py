@@ -43,7 +43,7 @@ def test_usage_event_client_host_is_the_peer_address(
         info, parse_request_header(frame), frame, 1_700_000_000_000, time.monotonic_ns()
     )
     exchange.response_frame = b"\x00\x00\x00\x04\x00\x00\x00\x07"
-    runtime.finish(exchange, runtime.ticket(exchange))
+    runtime.response_throttle.finish(exchange, runtime.ticket(exchange))
     runtime.usage.close()
     table = ds.dataset(tmp_path, format="parquet", partitioning="hive").to_table()
     assert table.column("client_host").to_pylist() == [address]

@@ -28,8 +28,8 @@ from kio.schema.sasl_handshake import v1 as handshake_v1
 from fuzz.budget import Budget, expired, run_examples
 from fuzz.cases import Bystander
 from quotagate.gateway.auth.setup import authenticator_factory
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.protocol import codec
 from quotagate.security.oauthbearer_message import (
     ClientFirst,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
-from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.embedded.background import BackgroundGateway
 from support.producers import SteadyProducer
 
 pytestmark = pytest.mark.integration

@@ -14,10 +14,10 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime, QuotaSettings
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.config import ConfigError, load_config, parse_config
-from quotagate.gateway.connection_limits import ConnectionLimits
 from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.embedded.background import BackgroundGateway
+from quotagate.gateway.limits.connections import ConnectionLimits
 from quotagate.gateway.metrics import GatewayMetrics
 from support.loopback import answered, api_versions, connect_from
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import gc
 
-from quotagate.gateway.chain import StageChain
-from quotagate.gateway.exchange import ConnectionInfo
 from quotagate.gateway.heap import freeze_startup_heap
+from quotagate.gateway.stages.chain import StageChain
+from quotagate.gateway.stages.exchange import ConnectionInfo
 from quotagate.protocol.api_support import VersionRange
 
 

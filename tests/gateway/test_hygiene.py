@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.protocol import codec
 from quotagate.protocol.host_port import HostPort
 from support.exchanges import long_poll_fetch

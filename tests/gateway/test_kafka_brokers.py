@@ -38,8 +38,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.static.primitive import i8
 
 from quotagate.enforcement.runtime import QuotaRuntime
-from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.control import build_request
+from quotagate.gateway.embedded.background import BackgroundGateway
+from quotagate.gateway.upstream.channel import build_request
 from quotagate.protocol import api_keys, api_support, codec
 from quotagate.store.quotas import Change
 from support.gateways import gateway_config, quota_gateway
@@ -423,7 +423,7 @@ class Clients:
 def test_a_broker_killed_and_restarted_under_idempotent_producers_and_a_group(
     brokers: Brokers, wait_for: WaitFor, tmp_path: Path, test_output: Path
 ) -> None:
-    brokers.runtime.alter_client_quotas(
+    brokers.runtime.store_sync.alter_client_quotas(
         [Change({"client-id": CLIENT_ID}, "producer_byte_rate", QUOTA)], "test", "test"
     )
     topic = f"failover-{uuid.uuid4().hex[:8]}"

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
+from quotagate.gateway.embedded.background import BackgroundGateway
+from quotagate.gateway.upstream.security import UpstreamSecurity, parse_upstream_security
 from quotagate.store.quotas import Change
 from support.clients import authentication_error, confluent_round_trip, new_topic
 from support.gateways import gateway_config, quota_gateway

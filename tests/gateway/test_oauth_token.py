@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from quotagate.gateway.auth.oauth_token import (
+from quotagate.gateway.settings.secret import Secret
+from quotagate.gateway.upstream.oauth_token import (
     OAuthTokenError,
     OAuthTokenRefusedError,
     OAuthTokenSource,
     fetch_token,
 )
-from quotagate.gateway.secret import Secret
-from quotagate.gateway.upstream_security import OAuthClientCredentials
+from quotagate.gateway.upstream.security import OAuthClientCredentials
 
 SECRET = "s3cr:t/&="
 

@@ -27,7 +27,6 @@ from prometheus_client import generate_latest
 from typer.testing import CliRunner
 
 from quotagate.cli import app
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.config import (
     DEFAULT_QUEUED_MAX_REQUEST_BYTES,
     ConfigError,
@@ -36,9 +35,10 @@ from quotagate.gateway.config import (
 )
 from quotagate.gateway.connection import ClientConnection
 from quotagate.gateway.embedded import TansuBroker
-from quotagate.gateway.exchange import Exchange
-from quotagate.gateway.memory_pool import MemoryPool
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.embedded.background import BackgroundGateway
+from quotagate.gateway.limits.memory_pool import MemoryPool
+from quotagate.gateway.stages.exchange import Exchange
+from quotagate.gateway.stages.stage import Stage
 from quotagate.protocol import api_keys, codec
 from support.exchanges import long_poll_fetch
 from support.producers import SteadyProducer

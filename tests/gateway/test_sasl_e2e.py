@@ -24,8 +24,8 @@ from kio.schema.sasl_handshake import v1 as handshake_v1
 from kio.serial import entity_reader
 
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.protocol import codec
 from quotagate.store.credentials import CredentialStore
 from support import raw_socket

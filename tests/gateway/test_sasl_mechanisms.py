@@ -8,10 +8,10 @@ from collections.abc import Callable
 import pytest
 from kafka.net.sasl.scram import ScramClient
 
-from quotagate.gateway.auth.mechanism import SaslError
 from quotagate.gateway.auth.plain import PlainServer
 from quotagate.gateway.auth.scram import ScramServer
-from quotagate.store.scram import ScramKeys, ScramMechanism, derive_keys
+from quotagate.security.sasl import SaslError
+from quotagate.security.scram import ScramKeys, ScramMechanism, derive_keys
 from support import rfc7677
 
 SHA256 = ScramMechanism.SCRAM_SHA_256

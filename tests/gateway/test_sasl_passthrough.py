@@ -30,9 +30,9 @@ from kio.schema.sasl_handshake import v0 as handshake_v0
 from kio.schema.sasl_handshake import v1 as handshake_v1
 
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
-from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
+from quotagate.gateway.embedded.background import BackgroundGateway
+from quotagate.gateway.upstream.security import UpstreamSecurity, parse_upstream_security
 from quotagate.protocol import codec
 from quotagate.store.quotas import Change
 from support.certificates import CertificateAuthority

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from quotagate.gateway.tls import server_context
+from quotagate.gateway.listening.tls import server_context
 
 
 def make_certificate(directory: Path, name: str = "localhost") -> tuple[Path, Path]:

@@ -7,10 +7,10 @@ import base64
 
 import pytest
 
-from quotagate.gateway.auth.mechanism import SaslError
 from quotagate.gateway.auth.scram import ScramServer
-from quotagate.gateway.auth.scram_client import ScramClient, encode_saslname
-from quotagate.store.scram import ScramMechanism, derive_keys
+from quotagate.gateway.upstream.scram_client import ScramClient
+from quotagate.security.sasl import SaslError
+from quotagate.security.scram import ScramMechanism, derive_keys, encode_saslname
 from support import rfc7677
 
 SHA256 = ScramMechanism.SCRAM_SHA_256

@@ -17,8 +17,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker, free_port
+from quotagate.gateway.embedded.background import BackgroundGateway
 from support.certificates import CertificateAuthority
 from support.clients import authentication_error, confluent_round_trip, new_topic
 from support.sasl_users import sasl_users

@@ -19,10 +19,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.static.primitive import f64
 
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
-from quotagate.gateway.exchange import Exchange
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.embedded.background import BackgroundGateway
+from quotagate.gateway.stages.exchange import Exchange
+from quotagate.gateway.stages.stage import Stage
 from quotagate.protocol import api_keys, codec
 from quotagate.protocol.host_port import HostPort
 from quotagate.protocol.throttle_time import get_throttle_time_ms

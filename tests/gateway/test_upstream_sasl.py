@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
-from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
+from quotagate.gateway.embedded.background import BackgroundGateway
+from quotagate.gateway.upstream.security import UpstreamSecurity, parse_upstream_security
 from support.certificates import CertificateAuthority
 from support.clients import confluent_round_trip, new_topic
 from support.log_lines import discovery_refusals

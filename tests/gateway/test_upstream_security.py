@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from quotagate.gateway.config import ConfigError, parse_config, store_settings
-from quotagate.gateway.secret import Secret, SecretError, resolve_secret
-from quotagate.gateway.upstream_security import client_ssl_context
+from quotagate.gateway.settings.secret import Secret, SecretError, resolve_secret
+from quotagate.gateway.upstream.security import client_ssl_context
 from support.certificates import CertificateAuthority
 
 

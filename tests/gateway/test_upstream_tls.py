@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka import Producer
 
 from quotagate.fleet.topic_log import TopicLog
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import LOOPBACK
+from quotagate.gateway.embedded.background import BackgroundGateway
 from support.clients import (
     aiokafka_round_trip,
     confluent_round_trip,

@@ -35,7 +35,7 @@ def _alter(
     """One AlterClientQuotas entry as the gateway decides and applies it."""
     outcomes, changes = alter_client_quotas([(entity, list(ops.items()))])
     (outcome,) = outcomes
-    applied = runtime.alter_client_quotas(
+    applied = runtime.store_sync.alter_client_quotas(
         [Change(e, key, value) for e, key, value in changes], "User:admin", "test"
     )
     return outcome, applied
@@ -48,7 +48,7 @@ def _applied(runtime: QuotaRuntime, entity: Pairs, ops: Mapping[str, float | Non
 
 
 def _quotas(runtime: QuotaRuntime, entity: Pairs) -> dict[str, float] | None:
-    return runtime.client_quotas.get(entity_key(dict(entity)))
+    return runtime.store_sync.client_quotas.get(entity_key(dict(entity)))
 
 
 @pytest.mark.parametrize(
@@ -69,7 +69,7 @@ def test_invalid_entity_types(entity: Pairs) -> None:
     runtime = QuotaRuntime(QuotaSettings())
     outcome, applied = _alter(runtime, entity, {"producer_byte_rate": 10000.0})
     assert outcome.error_code == INVALID_REQUEST
-    assert applied == [] and runtime.client_quotas == {}
+    assert applied == [] and runtime.store_sync.client_quotas == {}
 
 
 @pytest.mark.parametrize(
@@ -86,7 +86,7 @@ def test_invalid_quota_keys(ops: list[tuple[str | None, float | None]]) -> None:
     runtime = QuotaRuntime(QuotaSettings())
     outcome, applied = _alter(runtime, [("user", "user-1")], dict(ops))
     assert outcome.error_code == INVALID_REQUEST
-    assert applied == [] and runtime.client_quotas == {}
+    assert applied == [] and runtime.store_sync.client_quotas == {}
 
 
 def test_alter_and_remove() -> None:

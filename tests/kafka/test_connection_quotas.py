@@ -25,8 +25,8 @@ import pytest
 
 from quotagate.quota.connection_quotas import (
     IP_CONNECTION_RATE_DEFAULT,
-    Admission,
     AdmissionKind,
+    ConnectionAdmission,
     ConnectionQuotas,
 )
 from quotagate.quota.java import INT_MAX
@@ -43,7 +43,7 @@ T0 = 1_700_000_000_000
 
 
 class ConnectionThrottledError(Exception):
-    def __init__(self, admission: Admission) -> None:
+    def __init__(self, admission: ConnectionAdmission) -> None:
         super().__init__(admission)
         self.admission = admission
 

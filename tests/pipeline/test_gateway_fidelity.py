@@ -24,9 +24,9 @@ from kio.static.primitive import i32, i32Timedelta, i64
 from pyspark.sql import SparkSession
 
 from quotagate.client import AdminConfig, NewTopic, SyncAdminClient
-from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.control import build_request
 from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.embedded.background import BackgroundGateway
+from quotagate.gateway.upstream.channel import build_request
 from quotagate.pipeline.replay import replay
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.framing import FrameReader

@@ -28,8 +28,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.pipeline.quotas import parse_quotas
 from quotagate.pipeline.recommend import RecommendOptions, recommend
 from quotagate.pipeline.replay import replay

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from quotagate.security.scram import ScramMechanism, derive_keys
 from quotagate.store.credentials import MIGRATIONS, CredentialStore
 from quotagate.store.db import migrate, open_database
-from quotagate.store.scram import ScramMechanism, derive_keys
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512

@@ -7,8 +7,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from quotagate.commands.users import app
+from quotagate.security.scram import ScramMechanism
 from quotagate.store.credentials import CredentialStore
-from quotagate.store.scram import ScramMechanism
 
 runner = CliRunner()
 

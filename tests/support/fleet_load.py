@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from quotagate.enforcement import QuotaEnforcement
 from quotagate.enforcement.runtime import QuotaRuntime
-from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.protocol import api_keys
 from quotagate.store.quotas import Change
 from support.gateways import gateway_config
@@ -83,7 +83,7 @@ class FleetRun:
             extra={"quotas": self.windows, "usage": {"path": str(tmp / "usage")}, "fleet": fleet},
         )
         runtime = QuotaRuntime.from_config(config)
-        runtime.alter_client_quotas(
+        runtime.store_sync.alter_client_quotas(
             [Change({"client-id": CLIENT_ID}, "producer_byte_rate", self.quota)], "test", "test"
         )
         gateway = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])

@@ -8,9 +8,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from quotagate.enforcement import QuotaEnforcement, QuotaRuntime
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.config import GatewayConfig, ListenerConfig, validate
 from quotagate.gateway.embedded import LOOPBACK, free_port, free_ports
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.protocol.host_port import HostPort
 from quotagate.store.quotas import Change
 from support.upstreams import Upstream
@@ -87,7 +87,7 @@ def quota_gateway(config: GatewayConfig, quotas: Sequence[Change] = ()) -> Itera
     block ends (for module-scoped fixtures; tests/enforcement has a per-test factory)."""
     runtime = QuotaRuntime.from_config(config)
     if quotas:
-        runtime.alter_client_quotas(list(quotas), "test", "test")
+        runtime.store_sync.alter_client_quotas(list(quotas), "test", "test")
     gateway = BackgroundGateway(config, plugins=[QuotaEnforcement(runtime)])
     gateway.start()
     try:

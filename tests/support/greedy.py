@@ -104,7 +104,7 @@ def assert_alice_held_while_bob_runs_free(
     ``usage``) with a ``producer_byte_rate`` of ``quota`` on ``User:alice`` only: alice is
     held to it, bob runs past 1.5 x. The gateway is stopped (its usage flushed); returns its
     usage rows."""
-    gateway.runtime.alter_client_quotas(
+    gateway.runtime.store_sync.alter_client_quotas(
         [Change({"user": "alice"}, "producer_byte_rate", float(quota))], "test", "test"
     )
     measured_from = race(configs, new_topic(configs["bob"], "race"))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from quotagate.client import ClientQuotaAlteration, ClientQuotaEntity, SyncAdminClient
 from quotagate.gateway.embedded import free_port, free_ports
-from quotagate.gateway.upstream_security import parse_upstream_security
+from quotagate.gateway.upstream.security import parse_upstream_security
 from quotagate.instance.supervisor import START_TIMEOUT_S
 from quotagate.store.backends import StoreSettings, open_quota_store
 from quotagate.store.quotas import Change

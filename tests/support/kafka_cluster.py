@@ -43,7 +43,7 @@ from confluent_kafka.admin import (
 )
 
 from quotagate.gateway.embedded import LOOPBACK, free_port
-from quotagate.gateway.local_process import terminate, wait_until_accepting
+from quotagate.gateway.embedded.process import terminate, wait_until_accepting
 from support.certificates import CertificateAuthority, Leaf
 from support.oauth import AUDIENCE, ISSUER, IdentityProvider
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 import struct
 
-from quotagate.gateway.background import BackgroundGateway
+from quotagate.gateway.embedded.background import BackgroundGateway
 
 
 def connect(gateway: BackgroundGateway, timeout_s: float = 30) -> socket.socket:

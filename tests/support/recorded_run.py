@@ -20,8 +20,8 @@ from quotagate.client import NewTopic, SyncAdminClient
 from quotagate.enforcement import QuotaEnforcement
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.settings import QuotaSettings, UsageSettings
-from quotagate.gateway.background import BackgroundGateway
 from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.embedded.background import BackgroundGateway
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,9 @@ import subprocess
 from pathlib import Path
 
 from quotagate.gateway.embedded import LOOPBACK, TansuBroker, free_port
+from quotagate.gateway.embedded.process import terminate, wait_until_accepting
 from quotagate.gateway.lifecycle import Lifecycle
-from quotagate.gateway.local_process import terminate, wait_until_accepting
-from quotagate.gateway.upstream_security import UpstreamSecurity, parse_upstream_security
+from quotagate.gateway.upstream.security import UpstreamSecurity, parse_upstream_security
 from support.certificates import CertificateAuthority, Leaf
 
 

@@ -22,7 +22,7 @@ NOW = 1_700_000_000_000
 
 def _runtime(record: Callable[[QuotaRuntime], None]) -> QuotaRuntime:
     runtime = QuotaRuntime(QuotaSettings())
-    runtime.alter_client_quotas(
+    runtime.store_sync.alter_client_quotas(
         [
             Change({"user": None}, "producer_byte_rate", 1000.0),
             Change({"user": "bob@corp", "client-id": "etl"}, "consumer_byte_rate", 500.0),
@@ -155,7 +155,7 @@ def test_tenant_rows_and_exempt_principals() -> None:
     tenant level imposed shows on its row; an exempt principal's rows say so."""
 
     def tenants(runtime: QuotaRuntime) -> None:
-        runtime.alter_client_quotas(
+        runtime.store_sync.alter_client_quotas(
             [Change({"tenant": "team"}, "producer_byte_rate", 500.0)], "t", "t"
         )
         runtime.managers.set_exempt_principals(["User:canary"])

@@ -28,7 +28,7 @@ NOW = 1_700_000_000_000
 
 def _text() -> str:
     runtime = QuotaRuntime(QuotaSettings())
-    runtime.alter_client_quotas(
+    runtime.store_sync.alter_client_quotas(
         [
             Change({"client-id": "greedy"}, "producer_byte_rate", 1000.0),
             Change({"client-id": None}, "producer_byte_rate", 1e6),
@@ -149,7 +149,7 @@ def _tenant_text(throttle_ms: int, *, default: bool = False) -> str:
     in all; 0 is the tenant before its throttle, or idle since the last one."""
     runtime = QuotaRuntime(QuotaSettings())
     entity = {"tenant": None} if default else {"tenant": "team"}
-    runtime.alter_client_quotas([Change(entity, "producer_byte_rate", 500.0)], "t", "t")
+    runtime.store_sync.alter_client_quotas([Change(entity, "producer_byte_rate", 500.0)], "t", "t")
     tenants = runtime.managers.tenants
     assert tenants is not None
     tenants.produce.record_and_get_throttle_ms("team", "", 30_000, NOW)

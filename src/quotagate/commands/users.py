@@ -13,9 +13,9 @@ import typer
 
 from quotagate.commands.plugins import load_gateway_config
 from quotagate.gateway import ConfigError, GatewayConfig, store_settings
+from quotagate.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramMechanism
 from quotagate.store.backends import StoreError, StoreSettings, open_credentials
 from quotagate.store.credentials import DEFAULT_ITERATIONS, Credentials
-from quotagate.store.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramMechanism
 
 app = typer.Typer(
     help="Manage SASL/SCRAM users (PLAIN logins use the same credentials).",

@@ -11,11 +11,13 @@ next request, is stored (it survives restarts) and is audited.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.store_sync import QuotaStoreSync
+from quotagate.enforcement.ticket import QuotaTicket
 from quotagate.gateway import Exchange, Stage
 from quotagate.protocol import api_keys, api_table
 from quotagate.protocol.codec import CodecError
@@ -44,10 +46,9 @@ class ClientQuotasApiStage(Stage):
         api_keys.ALTER_CLIENT_QUOTAS: _versions(api_keys.ALTER_CLIENT_QUOTAS),
     }
 
-    def __init__(self, runtime: QuotaRuntime) -> None:
-        # Only the parts it uses: the request's ticket and the store's quotas and writes.
-        self._ticket = runtime.ticket
-        self._store = runtime.store_sync
+    def __init__(self, ticket: Callable[[Exchange], QuotaTicket], store: QuotaStoreSync) -> None:
+        self._ticket = ticket
+        self._store = store
 
     def on_request(self, exchange: Exchange) -> None:
         try:

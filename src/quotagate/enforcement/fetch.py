@@ -26,12 +26,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+from collections.abc import Callable
 from struct import Struct
 from typing import Any, ClassVar, Final
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.shadow import ShadowQuotas
 from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
 from quotagate.gateway import (
     Exchange,
@@ -68,11 +69,15 @@ class FetchQuotaStage(Stage):
     request_keys: ClassVar[frozenset[int] | None] = frozenset({api_keys.FETCH})
     response_keys: ClassVar[frozenset[int] | None] = frozenset({api_keys.FETCH})
 
-    def __init__(self, runtime: QuotaRuntime) -> None:
-        # Only the parts it uses: the request's ticket, the quota managers, the shadow set.
-        self._ticket = runtime.ticket
-        self._managers = runtime.managers
-        self._shadow = runtime.shadow
+    def __init__(
+        self,
+        ticket: Callable[[Exchange], QuotaTicket],
+        managers: QuotaManagers,
+        shadow: ShadowQuotas,
+    ) -> None:
+        self._ticket = ticket
+        self._managers = managers
+        self._shadow = shadow
 
     def on_request(self, exchange: Exchange) -> None:
         managers = self._managers

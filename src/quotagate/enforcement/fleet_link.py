@@ -29,7 +29,7 @@ ReportLogFactory = Callable[[FleetSettings, str], ReportLog]
 def upstream_report_log(config: GatewayConfig, window_span_ms: int) -> ReportLogFactory:
     """The usage topic(s) on the upstream cluster the gateway fronts: one per period, or one
     trimmed (``[fleet] usage.trim``)."""
-    bootstrap = ",".join(str(address) for address in config.bootstrap_servers)
+    bootstrap = config.bootstrap
     security = config.upstream_security.librdkafka_config()
 
     def open_log(settings: FleetSettings, member: str) -> ReportLog:

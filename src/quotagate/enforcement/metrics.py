@@ -137,12 +137,7 @@ def _add_tenant_level(
     tenants = managers.tenants
     if tenants is None:
         return
-    for group, manager, value_name in (
-        ("produce", tenants.produce, "byte_rate"),
-        ("fetch", tenants.fetch, "byte_rate"),
-        ("request", tenants.request, "request_time"),
-        ("controllermutation", tenants.controller, "tokens"),
-    ):
+    for group, manager, value_name in tenants.kinds():
         for state in manager.states(now_ms):
             labels = [state.key[0]]
             add(f"{TENANT_PREFIX}{group}_{value_name}", labels, state.value)

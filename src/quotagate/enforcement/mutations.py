@@ -22,18 +22,19 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Final
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.ticket import QuotaTicket
+from quotagate.enforcement.upstream_facts import UpstreamFacts
 from quotagate.gateway import Exchange, Stage, StateKey, modelled_request, refuse_unmodelled
 from quotagate.protocol import api_keys, api_table, removed_versions
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
-from quotagate.quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE, admit
+from quotagate.quota import THROTTLING_QUOTA_EXCEEDED_MESSAGE, QuotaManagers, admit
 from quotagate.quota.request_rules import MUTATION_APIS
 
 _REJECTED_KEY: Final = StateKey[list[tuple[Any, int, str]]]("mutation.rejected")
@@ -62,12 +63,16 @@ class ControllerMutationStage(Stage):
     request_keys: ClassVar[frozenset[int] | None] = MUTATION_APIS | {api_keys.METADATA}
     response_keys: ClassVar[frozenset[int] | None] = MUTATION_APIS | {api_keys.METADATA}
 
-    def __init__(self, runtime: QuotaRuntime) -> None:
-        # Only the parts it uses: the request's ticket, the quota managers, and what is known
-        # of the upstream's topics.
-        self._ticket = runtime.ticket
-        self._managers = runtime.managers
-        self._upstream = runtime.facts
+    def __init__(
+        self,
+        ticket: Callable[[Exchange], QuotaTicket],
+        managers: QuotaManagers,
+        upstream: UpstreamFacts,
+    ) -> None:
+        """``upstream``: what is known of the upstream's topics."""
+        self._ticket = ticket
+        self._managers = managers
+        self._upstream = upstream
 
     # -- requests ----------------------------------------------------------------------------
 

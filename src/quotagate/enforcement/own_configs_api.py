@@ -26,7 +26,6 @@ from typing import Any, ClassVar, Final, NamedTuple
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.static.primitive import i8
 
-from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.store_sync import QuotaStoreSync
 from quotagate.gateway import Exchange, Stage, StateKey, modelled_request
 from quotagate.protocol import api_table
@@ -88,8 +87,8 @@ class OwnConfigsApiStage(Stage):
     request_keys: ClassVar[frozenset[int] | None] = frozenset({DESCRIBE_CONFIGS})
     response_keys: ClassVar[frozenset[int] | None] = frozenset({DESCRIBE_CONFIGS})
 
-    def __init__(self, runtime: QuotaRuntime) -> None:
-        self._store = runtime.store_sync
+    def __init__(self, store: QuotaStoreSync) -> None:
+        self._store = store
 
     def on_request(self, exchange: Exchange) -> None:
         request = modelled_request(exchange)

@@ -31,14 +31,17 @@ class QuotaEnforcement(Plugin):
         self.runtime = runtime
         # The throttle stage first: it opens every request's ticket and has the last word on
         # every response (response stages run in reverse order).
+        # Each stage gets the parts of the runtime it uses, and no more.
+        ticket, managers, store = runtime.ticket, runtime.managers, runtime.store_sync
+        throttle = runtime.response_throttle
         self._stages: tuple[Stage, ...] = (
-            QuotaThrottleStage(runtime),
-            ClientQuotasApiStage(runtime),
-            TopicThresholdsApiStage(runtime),
-            OwnConfigsApiStage(runtime),
-            ControllerMutationStage(runtime),
-            ProduceQuotaStage(runtime),
-            FetchQuotaStage(runtime),
+            QuotaThrottleStage(ticket, runtime.connection_closed, throttle),
+            ClientQuotasApiStage(ticket, store),
+            TopicThresholdsApiStage(ticket, store),
+            OwnConfigsApiStage(store),
+            ControllerMutationStage(ticket, managers, runtime.facts),
+            ProduceQuotaStage(ticket, managers, runtime.topic_admission, throttle),
+            FetchQuotaStage(ticket, managers, runtime.shadow),
         )
 
     @classmethod

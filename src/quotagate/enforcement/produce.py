@@ -22,17 +22,20 @@ bytes and their answers appended to the upstream's response by hand
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.throttle import ResponseThrottle
+from quotagate.enforcement.ticket import QuotaTicket
+from quotagate.enforcement.topic_admission import TopicAdmission
 from quotagate.gateway import Exchange, Stage, StateKey, refuse_unmodelled
 from quotagate.protocol import api_keys, api_table, removed_versions
 from quotagate.protocol.codec import CodecError
 from quotagate.protocol.errors import ErrorCode
 from quotagate.protocol.kio_nested import build, nested
-from quotagate.quota import admit
+from quotagate.quota import QuotaManagers, admit
 
 REFUSAL_ERROR: Final = ErrorCode.NOT_ENOUGH_REPLICAS
 """Why NOT_ENOUGH_REPLICAS (19): it is retriable in librdkafka (retried, and known not to be
@@ -48,13 +51,18 @@ class ProduceQuotaStage(Stage):
     request_keys: ClassVar[frozenset[int] | None] = frozenset({api_keys.PRODUCE})
     response_keys: ClassVar[frozenset[int] | None] = frozenset({api_keys.PRODUCE})
 
-    def __init__(self, runtime: QuotaRuntime) -> None:
-        # Only the parts it uses: the request's ticket, the quota managers, the topic
-        # thresholds and the KIP-219 step (an acks=0 request is finished here).
-        self._ticket = runtime.ticket
-        self._managers = runtime.managers
-        self._topics = runtime.topic_admission
-        self._throttle = runtime.response_throttle
+    def __init__(
+        self,
+        ticket: Callable[[Exchange], QuotaTicket],
+        managers: QuotaManagers,
+        topics: TopicAdmission,
+        throttle: ResponseThrottle,
+    ) -> None:
+        """``throttle``: the KIP-219 step, which an acks=0 request (no response) takes here."""
+        self._ticket = ticket
+        self._managers = managers
+        self._topics = topics
+        self._throttle = throttle
 
     def on_request(self, exchange: Exchange) -> None:
         ticket = self._ticket(exchange)

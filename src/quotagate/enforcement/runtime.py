@@ -37,7 +37,6 @@ from quotagate.gateway import (
 )
 from quotagate.quota import QuotaManagers, TopicBytesInQuota, principal_user
 from quotagate.store.backends import QuotaBackend, open_quota_store
-from quotagate.store.quotas import Change, EntityKey
 from quotagate.usage.writer import UsageWriter, UsageWriterSettings
 
 log = logging.getLogger(__name__)
@@ -233,34 +232,6 @@ class QuotaRuntime:
 
     # -- configuration ---------------------------------------------------------------------
 
-    # The store and the admin writes are the store sync's (``store_sync``); these are its
-    # entry points as the admin stages, the CLI and the tests have always called them here.
-
-    @property
-    def store(self) -> QuotaBackend | None:
-        return self.store_sync.store
-
-    @property
-    def client_quotas(self) -> dict[EntityKey, dict[str, float]]:
-        return self.store_sync.client_quotas
-
-    def reload_store(self) -> None:
-        self.store_sync.reload()
-
-    def alter_client_quotas(
-        self, changes: list[Change], principal: str, source: str
-    ) -> list[Change]:
-        return self.store_sync.alter_client_quotas(changes, principal, source)
-
-    def set_topic_threshold(self, topic: str, value: float | None, principal: str) -> None:
-        self.store_sync.set_topic_threshold(topic, value, principal)
-
-    def set_total_threshold(self, value: float | None, principal: str) -> None:
-        self.store_sync.set_total_threshold(value, principal)
-
-    def is_super_user(self, principal: str | None) -> bool:
-        return self.store_sync.is_super_user(principal)
-
     def attach_connections(self, connections: ConnectionLimits) -> None:
         self.store_sync.attach_connections(connections)
 
@@ -287,10 +258,6 @@ class QuotaRuntime:
 
     def connection_closed(self, connection_id: int) -> None:
         self.clients.pop(connection_id, None)
-
-    def finish(self, exchange: Exchange, ticket: QuotaTicket) -> None:
-        """The KIP-219 step (the throttle stage's :class:`ResponseThrottle`)."""
-        self.response_throttle.finish(exchange, ticket)
 
     # -- housekeeping ----------------------------------------------------------------------
 

@@ -182,12 +182,7 @@ class ShadowQuotas:
         if tenants is None:
             return
         ratio: dict[str, float] = {}
-        for group, manager, value_name in (
-            ("produce", tenants.produce, "byte_rate"),
-            ("fetch", tenants.fetch, "byte_rate"),
-            ("request", tenants.request, "request_time"),
-            ("controllermutation", tenants.controller, "tokens"),
-        ):
+        for group, manager, value_name in tenants.kinds():
             for state in manager.states(now_ms):
                 if state.limit >= UNBOUNDED:
                     continue

@@ -11,7 +11,8 @@ field, mutes the connection for that long whatever the version, and emits the us
 from __future__ import annotations
 
 import time
-from typing import ClassVar, Protocol
+from collections.abc import Callable
+from typing import ClassVar
 
 from quotagate.enforcement.shadow import ShadowQuotas, shadow_facts
 from quotagate.enforcement.ticket import QuotaTicket
@@ -142,26 +143,21 @@ class ResponseThrottle:
             self.topic_throttles += 1
 
 
-class Tickets(Protocol):
-    """What the throttle stage uses of the runtime (which imports this module)."""
-
-    response_throttle: ResponseThrottle
-
-    def ticket(self, exchange: Exchange) -> QuotaTicket: ...
-
-    def connection_closed(self, connection_id: int) -> None: ...
-
-
 class QuotaThrottleStage(Stage):
     name: ClassVar[str] = "quota-throttle"
     request_keys: ClassVar[frozenset[int] | None] = None
     response_keys: ClassVar[frozenset[int] | None] = None
 
-    def __init__(self, runtime: Tickets) -> None:
-        # Only the parts it uses: the runtime's tickets and the KIP-219 step.
-        self._ticket = runtime.ticket
-        self._connection_closed = runtime.connection_closed
-        self._throttle = runtime.response_throttle
+    def __init__(
+        self,
+        ticket: Callable[[Exchange], QuotaTicket],
+        connection_closed: Callable[[int], None],
+        throttle: ResponseThrottle,
+    ) -> None:
+        """``ticket`` opens a request's ticket; ``connection_closed`` forgets a connection's."""
+        self._ticket = ticket
+        self._connection_closed = connection_closed
+        self._throttle = throttle
 
     def on_request(self, exchange: Exchange) -> None:
         self._ticket(exchange)

@@ -20,11 +20,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar, Final
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from quotagate.enforcement.runtime import QuotaRuntime
+from quotagate.enforcement.store_sync import QuotaStoreSync
+from quotagate.enforcement.ticket import QuotaTicket
 from quotagate.gateway import Exchange, Stage, StateKey, modelled_request
 from quotagate.protocol import api_table
 from quotagate.protocol.errors import ErrorCode
@@ -48,10 +50,9 @@ class TopicThresholdsApiStage(Stage):
     request_keys: ClassVar[frozenset[int] | None] = frozenset({INCREMENTAL_ALTER_CONFIGS})
     response_keys: ClassVar[frozenset[int] | None] = frozenset({INCREMENTAL_ALTER_CONFIGS})
 
-    def __init__(self, runtime: QuotaRuntime) -> None:
-        # Only the parts it uses: the request's ticket and the store's thresholds and writes.
-        self._ticket = runtime.ticket
-        self._store = runtime.store_sync
+    def __init__(self, ticket: Callable[[Exchange], QuotaTicket], store: QuotaStoreSync) -> None:
+        self._ticket = ticket
+        self._store = store
 
     def on_request(self, exchange: Exchange) -> None:
         request = modelled_request(exchange)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from quotagate.fleet.topic_log import OnRecord, TopicLog, TopicLogError
@@ -40,6 +40,18 @@ Clock = Callable[[], int]
 
 _TIMEOUT_S: Final = 30.0
 _PROBE_TIMEOUT_S: Final = 10.0
+# What Kafka answers about a topic its brokers have not all learned of yet (topic_log's
+# watermark_offsets waits on the same); a transport failure is an answer (tansu closes).
+_NOT_YET_LED: Final = frozenset(
+    {
+        KafkaError._NOENT,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+    }
+)
 
 
 def _wall_ms() -> int:
@@ -121,19 +133,30 @@ class TrimmedTopicLog(TopicLog):
         return int(futures[partition].result(_TIMEOUT_S).offset)
 
     def _delete_before(self, offset: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self._delete_records(offset, max(deadline - time.monotonic(), 1.0))
+                return
+            except Exception as exc:  # confluent-kafka raises KafkaException wrapping the error
+                error = exc.args[0] if exc.args else None
+                code = error.code() if isinstance(error, KafkaError) else None
+                if code in _NOT_YET_LED and time.monotonic() < deadline:
+                    time.sleep(0.1)  # a topic just created: its leader is not known yet
+                    continue
+                raise TopicLogError(
+                    f"cannot trim topic {self.topic} with DeleteRecords ({exc}): the upstream "
+                    'must answer it (Kafka does, tansu does not); set [fleet] usage.trim = "roll"'
+                    " on every member of the fleet to roll the usage topic instead"
+                ) from None
+
+    def _delete_records(self, offset: int, timeout_s: float) -> None:
         partition = TopicPartition(self.topic, 0, offset)
-        try:
-            futures = self._admin.delete_records(
-                [partition], request_timeout=timeout_s, operation_timeout=timeout_s
-            )
-            for future in futures.values():
-                future.result(timeout_s)
-        except Exception as exc:  # confluent-kafka raises KafkaException wrapping the error
-            raise TopicLogError(
-                f"cannot trim topic {self.topic} with DeleteRecords ({exc}): the upstream "
-                'must answer it (Kafka does, tansu does not); set [fleet] usage.trim = "roll" '
-                "on every member of the fleet to roll the usage topic instead"
-            ) from None
+        futures = self._admin.delete_records(
+            [partition], request_timeout=timeout_s, operation_timeout=timeout_s
+        )
+        for future in futures.values():
+            future.result(timeout_s)
 
     def _trim_each_period(self) -> None:
         while not self._trim_stop.wait(self.period_ms / 1000):

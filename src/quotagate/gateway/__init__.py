@@ -10,8 +10,6 @@ development, a free port, the startup heap freeze). Authentication has its own f
 back-pressure, metrics plumbing, built-in stages) is internal.
 """
 
-from quotagate.gateway.background import BackgroundGateway
-from quotagate.gateway.chain import StageChain
 from quotagate.gateway.config import (
     ConfigError,
     GatewayConfig,
@@ -26,28 +24,30 @@ from quotagate.gateway.config import (
     validate,
     with_overrides,
 )
-from quotagate.gateway.connection_limits import ConnectionLimits
-from quotagate.gateway.control import ControlChannel, build_request
 from quotagate.gateway.embedded import LOOPBACK, EmbeddedBrokerError, TansuBroker, free_port
-from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome, StateKey
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.gateway.heap import freeze_startup_heap
+from quotagate.gateway.limits.connections import ConnectionLimits
 from quotagate.gateway.metrics import GatewayMetrics
-from quotagate.gateway.plugin import Plugin
-from quotagate.gateway.secured_streams import open_streams
 from quotagate.gateway.server import Gateway
-from quotagate.gateway.stage import (
+from quotagate.gateway.stages.chain import StageChain
+from quotagate.gateway.stages.exchange import ConnectionInfo, Exchange, Outcome, StateKey
+from quotagate.gateway.stages.plugin import Plugin
+from quotagate.gateway.stages.stage import (
     Stage,
     log_unsupported_version,
     modelled_request,
     refuse_unmodelled,
 )
-from quotagate.gateway.upstream_sasl import UpstreamAuthenticationError
-from quotagate.gateway.upstream_security import (
+from quotagate.gateway.upstream.channel import ControlChannel, build_request
+from quotagate.gateway.upstream.sasl import UpstreamAuthenticationError
+from quotagate.gateway.upstream.security import (
     SECURITY_KEYS,
     UpstreamSecurity,
     UpstreamSecurityError,
     parse_upstream_security,
 )
+from quotagate.gateway.upstream.streams import open_streams
 from quotagate.protocol.host_port import HostPort
 
 __all__ = [

@@ -11,11 +11,8 @@ exhausted, shutdown, the upstream re-authenticating); it resumes only when none 
 muted, held, at ``queued.max.requests``, shutting down or re-authenticating, frames already
 read are not processed either.
 
-When the upstream gives the gateway's SASL session a lifetime (KIP-368), the connection
-re-authenticates its upstream half at 85-95 % of it, as Kafka's clients do: it stops handling
-the client's requests (the core's REAUTHENTICATING pause), waits for every forwarded request's
-response, runs the SASL exchange again on the same upstream connection, and carries on with
-the requests it held back, in order. The client sees a short pause, never a reconnect.
+When the upstream link renews its SASL session (KIP-368), the connection holds the client's
+requests back (the core's REAUTHENTICATING pause) until the link is done: a pause, no reconnect.
 
 Request bytes are accounted in the gateway-wide :class:`MemoryPool`
 (``queued.max.request.bytes``): a frame's declared size is reserved when its size prefix is
@@ -32,16 +29,14 @@ import logging
 import time
 from typing import Final, cast
 
-from quotagate.gateway.auth.authenticator import (
-    ANONYMOUS,
-    SASL_PROTOCOL_ERROR,
-    AuthContext,
-    Authenticator,
-    AuthResult,
-    Refusal,
-    SecurityProtocol,
+from quotagate.gateway.auth.authenticator import AuthResult, Refusal
+from quotagate.gateway.auth.listener import (
+    FORWARD,
+    RAW_TOKEN,
+    Close,
+    ListenerAuthenticator,
+    Step,
 )
-from quotagate.gateway.auth.inspection import SaslInspector
 from quotagate.gateway.auth.mtls import peer_certificate
 from quotagate.gateway.config import SASL_PASSTHROUGH, ListenerConfig
 from quotagate.gateway.connection_core import (
@@ -57,40 +52,26 @@ from quotagate.gateway.connection_core import (
     UPSTREAM_BUSY,
     ConnectionCore,
 )
-from quotagate.gateway.connection_limits import Slot
-from quotagate.gateway.control import ControlChannel, connect_error_text, is_security_failure
-from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
-from quotagate.gateway.refusals import CERTIFICATE_UNMAPPED
+from quotagate.gateway.limits.connections import Slot
 from quotagate.gateway.services import GatewayServices
-from quotagate.gateway.upstream import (
+from quotagate.gateway.stages.exchange import ConnectionInfo, Exchange, Outcome
+from quotagate.gateway.upstream.link import (
     AddressPicker,
     UpstreamLink,
     UpstreamUnavailableError,
-    open_upstream,
     relay_buffer_limits,
 )
-from quotagate.gateway.upstream_sasl import authenticate, reauthentication_delay_s
 from quotagate.logs import kv
-from quotagate.protocol import api_keys, codec
+from quotagate.protocol import api_keys
 from quotagate.protocol.errors import ProtocolError
 from quotagate.protocol.framing import FrameReader
 from quotagate.protocol.headers import (
-    HeaderError,
     RequestHeader,
-    parse_request_header,
 )
-from quotagate.protocol.host_port import HostPort
-from quotagate.security.principal import PrincipalBuilder, PrincipalError
 
 log = logging.getLogger(__name__)
 
-_SASL_KEYS: Final = frozenset({api_keys.SASL_HANDSHAKE, api_keys.SASL_AUTHENTICATE})
 _UPSTREAM_MAX_FRAME: Final = 2_147_483_647  # responses come from a broker we trust
-# The per-request hot path: the quota stages walk these bodies with bounds-checked hand
-# parsers (Produce) or kio behind the bounds walk (Fetch) whenever a quota reads them; the
-# bounds walk of every other API costs a few microseconds on requests that are far rarer.
-_HAND_PARSED: Final = frozenset({api_keys.PRODUCE, api_keys.FETCH})
-_RAW_TOKEN: Final = RequestHeader(-1, 0, 0, None, -1)
 # Bound once: an Enum attribute lookup costs ~0.2 µs on CPython 3.11, several per request.
 _FORWARD: Final = Outcome.FORWARD
 _RESPOND: Final = Outcome.RESPOND
@@ -103,20 +84,24 @@ class ClientConnection(asyncio.Protocol):
         services: GatewayServices,
         listener: ListenerConfig,
         pick: AddressPicker,
+        auth: ListenerAuthenticator,
         slot: Slot | None = None,
-        principals: PrincipalBuilder | None = None,
     ) -> None:
-        """``slot``: this connection's place in the connection quotas, given back on close.
-        ``principals``: on an SSL listener that verifies client certificates, what turns
-        the client's certificate into its principal."""
+        """``auth``: how this connection authenticates, as its listener chose.
+        ``slot``: this connection's place in the connection quotas, given back on close."""
         self._services = services
-        self._principals = principals
+        self._auth = auth
+        # Constant per listener: read once, so a listener that looks at no request after
+        # the connect pays one attribute test per request, not a call.
+        self._auth_watches_requests = auth.watches_requests
+        self._auth_watches_responses = auth.watches_responses
         self._slot = slot
         self._listener = listener
         self._pick = pick
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._upstream: asyncio.Transport | None = None
+        self._link: UpstreamLink | None = None
         config = services.config
         self._pool = services.memory_pool
         self._reader = FrameReader(config.socket_request_max_bytes, self._reserve)
@@ -127,18 +112,6 @@ class ClientConnection(asyncio.Protocol):
         self._frame_started = 0.0  # loop time the partial frame began arriving; 0 = none
         self._mute_handle: asyncio.TimerHandle | None = None
         self._connect_task: asyncio.Task[None] | None = None
-        self._reauth_handle: asyncio.TimerHandle | None = None
-        self._reauth_task: asyncio.Task[None] | None = None
-        self._reauth_channel: ControlChannel | None = None
-        """Takes the upstream's bytes while the upstream connection re-authenticates."""
-        self._client_blocked = False  # the client's transport is full (pause_writing)
-        self._authenticator: Authenticator | None = None
-        self._inspector: SaslInspector | None = None
-        security = config.upstream_security
-        # A passthrough listener's clients authenticate to the upstream themselves.
-        self._upstream_security = (
-            security.without_sasl() if listener.sasl_mode == SASL_PASSTHROUGH else security
-        )
         self._registered = False
         self._refusal_seen = False
         self._closed = False
@@ -167,139 +140,50 @@ class ClientConnection(asyncio.Protocol):
         self._registered = True
         services.metrics.connections.labels(self._listener.name).inc()
         services.metrics.connections_accepted.labels(self._listener.name).inc()
-        if self._listener.sasl_mode == SASL_PASSTHROUGH:
-            self._inspector = SaslInspector(self._listener.oauthbearer_sub_claim_name)
-        elif self._listener.security_protocol in SecurityProtocol.SASL:
-            factory = services.authenticator_factory
-            if factory is None:
-                self.close("no authenticator configured for a SASL listener", logging.ERROR)
-                return
-            self._authenticator = factory(
-                AuthContext(
-                    self._listener.name,
-                    self._listener.security_protocol,
-                    self.info.client_host,
-                    self.info.client_port,
-                )
-            )
-        elif self._principals is not None:
-            if not self._certificate_principal(transport, self._principals):
-                return
-        else:
-            self.info.principal = ANONYMOUS
-        log.debug(kv("connection_opened", id=self.info.connection_id, client=self._peer()))
+        known = self._auth.on_connect(self.info, lambda: peer_certificate(transport))
+        if isinstance(known, Close):
+            self._close_for(known)
+            return
+        self.info.principal = known
+        log.debug(
+            kv("connection_opened", id=self.info.connection_id, client=self.info.client_address)
+        )
         self._pause(CONNECTING)
         self._connect_task = self._loop.create_task(self._connect_upstream())
 
-    def _certificate_principal(
-        self, transport: asyncio.BaseTransport, principals: PrincipalBuilder
-    ) -> bool:
-        """Name the connection after its client certificate; False when it was refused."""
-        try:
-            principal = principals.from_certificate(peer_certificate(transport))
-        except PrincipalError as exc:
-            # Kafka fails the connection's authentication when no rule maps the subject.
-            self._refused("certificate_refused", Refusal(CERTIFICATE_UNMAPPED, str(exc)))
-            self.close(f"ssl principal: {exc}", logging.DEBUG)
-            return False
-        self.info.principal = principal
-        log.info(
-            kv(
-                "tls_principal",
-                id=self.info.connection_id,
-                client=self._peer(),
-                listener=self._listener.name,
-                principal=principal,
-            )
-        )
-        return True
-
     async def _connect_upstream(self) -> None:
         config = self._services.config
+        security = config.upstream_security
+        if self._listener.sasl_mode == SASL_PASSTHROUGH:
+            security = security.without_sasl()  # the clients authenticate to it themselves
+        setup_s = config.socket_connection_setup_timeout_ms / 1000
+        link = UpstreamLink(self, security, setup_s, self.info.connection_id)
+        budget_s = config.upstream_connect_timeout_ms / 1000
+        failures = self._services.metrics.upstream_connect_failures.inc
         try:
-            transport, lifetime_ms = await open_upstream(
-                self._pick,
-                lambda: UpstreamLink(self),
-                self._services.health,
-                config.socket_connection_setup_timeout_ms / 1000,
-                config.upstream_connect_timeout_ms / 1000,
-                self._connect_failed,
-                self._upstream_security,
-            )
+            transport = await link.open(self._pick, self._services.health, budget_s, failures)
         except UpstreamUnavailableError as exc:
             self.close(f"upstream unavailable: {exc}", logging.WARNING)
             return
         if self._closed:
-            transport.close()
+            link.close()
             return
         self._upstream = transport
-        self._schedule_reauthentication(lifetime_ms)
+        self._link = link
         self._resume(CONNECTING)
         self._flush()
 
-    # -- upstream re-authentication (KIP-368) ---------------------------------------------
+    # -- upstream re-authentication (KIP-368), run by the link ----------------------------
 
-    def _schedule_reauthentication(self, lifetime_ms: int) -> None:
-        if lifetime_ms > 0 and not self._closed:
-            self._reauth_handle = self._loop.call_later(
-                reauthentication_delay_s(lifetime_ms), self._reauthentication_due
-            )
-
-    def _reauthentication_due(self) -> None:
-        self._reauth_handle = None
+    def upstream_reauthentication_due(self) -> None:
         self._apply(self._core.begin_reauthentication())
 
-    async def _reauthenticate(self) -> None:
-        """Every forwarded request is answered: the SASL exchange has the connection."""
-        upstream = self._upstream
-        if upstream is None or self._closed:
-            return
-        channel = self._reauth_channel = ControlChannel.borrow(upstream)
-        started = self._loop.time()
-        # A client slow to read its responses keeps the upstream paused; the SASL answers
-        # are the gateway's own and small: read them anyway.
-        upstream.resume_reading()
-        timeout_s = self._services.config.socket_connection_setup_timeout_ms / 1000
-        try:
-            lifetime_ms = await authenticate(channel, self._upstream_security, timeout_s)
-        except (OSError, TimeoutError) as exc:
-            # An upstream that refuses the renewal will close the connection anyway: close
-            # both halves now, so the client reconnects (and authenticates afresh).
-            self.close(
-                f"upstream re-authentication failed: {connect_error_text(exc)}", logging.WARNING
-            )
-            return
-        finally:
-            self._reauth_channel = None
-            if self._client_blocked and self._upstream is not None:
-                self._upstream.pause_reading()
-        log.info(
-            kv(
-                "upstream_reauthenticated",
-                id=self.info.connection_id,
-                security=self._upstream_security.describe(),
-                took_ms=round((self._loop.time() - started) * 1000),
-                session_lifetime_ms=lifetime_ms,
-            )
-        )
-        self._schedule_reauthentication(lifetime_ms)
+    def upstream_reauthenticated(self) -> None:
         self._apply(self._core.end_reauthentication())
 
-    def _connect_failed(
-        self, address: HostPort, attempt: int, delay_s: float, exc: BaseException
-    ) -> None:
-        self._services.metrics.upstream_connect_failures.inc()
-        log.log(
-            logging.WARNING if is_security_failure(exc) else logging.INFO,
-            kv(
-                "upstream_connect_failed",
-                upstream=address,
-                security=self._upstream_security.describe(),
-                attempt=attempt,
-                retry_in_ms=round(delay_s * 1000),
-                error=connect_error_text(exc),
-            ),
-        )
+    def upstream_reauthentication_failed(self, reason: str) -> None:
+        # The upstream would close anyway: the client reconnects and authenticates afresh.
+        self.close(f"upstream re-authentication failed: {reason}", logging.WARNING)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if not self._closed:
@@ -311,12 +195,7 @@ class ClientConnection(asyncio.Protocol):
             self._registered = False
             self._services.connections.discard(self)
             self._services.metrics.connections.labels(self._listener.name).dec()
-            for stage in self._services.chain.stages:
-                try:
-                    stage.on_connection_closed(self.info)
-                except Exception:
-                    # A stage's bookkeeping must not keep the other stages from theirs.
-                    log.exception(kv("stage_failed", stage=stage.name, hook="connection_closed"))
+            self._services.chain.connection_closed(self.info)
 
     def eof_received(self) -> bool | None:
         if self._reader.buffered:
@@ -334,7 +213,7 @@ class ClientConnection(asyncio.Protocol):
             kv(
                 "connection_closed",
                 id=self.info.connection_id,
-                client=self._peer(),
+                client=self.info.client_address,
                 listener=self._listener.name,
                 reason=reason,
             ),
@@ -353,19 +232,14 @@ class ClientConnection(asyncio.Protocol):
             pool.release(reserved)
         if self._connect_task is not None and not self._connect_task.done():
             self._connect_task.cancel()
-        if self._reauth_handle is not None:
-            self._reauth_handle.cancel()
-            self._reauth_handle = None
-        if self._reauth_task is not None and not self._reauth_task.done():
-            self._reauth_task.cancel()
         if self._mute_handle is not None:
             self._mute_handle.cancel()
             self._mute_handle = None
         if self._transport is not None:
             self._transport.close()
-        if self._upstream is not None:
-            self._upstream.close()
-            self._upstream = None
+        if self._link is not None:  # the link holds the upstream transport, if any
+            self._link.close()
+            self._link = self._upstream = None
 
     def _close_after_refusal(self) -> None:
         # Kafka's connection.failed.authentication.delay.ms: a refused client is not let go at
@@ -486,53 +360,23 @@ class ClientConnection(asyncio.Protocol):
         return True
 
     def _on_request(self, frame: bytes) -> None:
-        authenticator = self._authenticator
-        if authenticator is not None and authenticator.expects_raw_tokens:
-            exchange = self._admit(_RAW_TOKEN, frame)
-            self._apply_auth(exchange, authenticator.handle_token(frame[4:]))
-            return
-        header = parse_request_header(frame)
-        key = header.api_key
+        watched = self._auth_watches_requests
         chain = self._services.chain
-        if not chain.is_routable(key):
-            # Before any metric: each unknown key would add label sets nobody could remove.
-            raise HeaderError(f"unknown api key {key}")
-        if key not in _HAND_PARSED:
-            # A length lie forwarded as it is can take the upstream down (a fuzz case made
-            # tansu ask for 206 GB): the gateway refuses it, as Kafka's own parser would.
-            codec.check_request(frame, header)
-        exchange = self._admit(header, frame)
-        api = exchange.api_metrics = self._services.metrics.api(key)
-        api.requests += 1
-        api.request_bytes += len(frame)
-        if authenticator is not None and key != api_keys.API_VERSIONS:
-            if self.info.principal is None or key in _SASL_KEYS or authenticator.reauthenticating:
-                result = authenticator.handle(
-                    key, header.api_version, header.correlation_id, frame[4:]
-                )
-                self._apply_auth(exchange, result)
+        if watched and self._auth.expects_raw_tokens:
+            header = RAW_TOKEN
+            exchange = self._open_exchange(header, frame)
+        else:
+            header = chain.read_header(frame)
+            exchange = self._open_exchange(header, frame)
+            api = exchange.api_metrics = self._services.metrics.api(header.api_key)
+            api.requests += 1
+            api.request_bytes += len(frame)
+        if watched and header.api_key != api_keys.API_VERSIONS:
+            step = self._auth.on_request(header, frame)
+            if step is not None:
+                self._take(exchange, step)
                 return
-            if authenticator.session_expired():
-                # KIP-368: Kafka's broker disconnects an expired session on its next request.
-                self.close(
-                    f"SASL session expired: api_key={key} without re-authentication "
-                    f"(connections.max.reauth.ms = {self._listener.connections_max_reauth_ms})",
-                    logging.WARNING,
-                )
-                return
-        inspector = self._inspector
-        if (
-            inspector is not None
-            and key != api_keys.API_VERSIONS
-            and (self.info.principal is None or key in _SASL_KEYS)
-        ):
-            self._pass_through(exchange, inspector, header, frame)
-            return
-        for stage in chain.request_stages(key):
-            exchange.stages_seen += 1
-            stage.on_request(exchange)
-            if exchange.outcome is not _FORWARD:
-                break
+        chain.run_request_stages(exchange)
         if exchange.hold:
             self._apply(self._core.hold())
         outcome = exchange.outcome
@@ -543,7 +387,7 @@ class ClientConnection(asyncio.Protocol):
         else:
             self.close(exchange.close_reason, logging.WARNING)
 
-    def _admit(self, header: RequestHeader, frame: bytes) -> Exchange:
+    def _open_exchange(self, header: RequestHeader, frame: bytes) -> Exchange:
         exchange = Exchange(
             self.info, header, frame, time.time_ns() // 1_000_000, time.monotonic_ns()
         )
@@ -553,57 +397,29 @@ class ClientConnection(asyncio.Protocol):
             self._apply(actions)
         return exchange
 
-    def _apply_auth(self, exchange: Exchange, result: AuthResult) -> None:
+    def _take(self, exchange: Exchange, step: Step) -> None:
+        """Do what the authenticator decided for a request."""
+        if isinstance(step, AuthResult):
+            exchange.respond_frame(step.response)
+            self._settle(exchange, step)
+        elif step is FORWARD:
+            self._forward(exchange)
+        elif isinstance(step, Close):
+            self._close_for(step)
+
+    def _settle(self, exchange: Exchange, result: AuthResult) -> None:
         if result.refusal is not None:
             self._refused("authentication_failed", result.refusal)
-        exchange.respond_frame(result.response)
         exchange.done = True
         if result.principal is not None:
-            self._adopt(result.principal)
+            self.info.principal = result.principal
         if result.close:
             exchange.close_after_response = True
 
-    def _adopt(self, principal: str) -> None:
-        if principal != self.info.principal:
-            self.info.principal = principal
-            log.info(
-                kv(
-                    "authenticated",
-                    id=self.info.connection_id,
-                    client=self._peer(),
-                    principal=principal,
-                )
-            )
-
-    def _pass_through(
-        self, exchange: Exchange, inspector: SaslInspector, header: RequestHeader, frame: bytes
-    ) -> None:
-        """SASL passthrough: the upstream authenticates; the gateway forwards and watches."""
-        if header.api_key not in _SASL_KEYS:
-            # Kafka closes a connection that sends anything else before authenticating.
-            detail = f"api_key={header.api_key} before SASL authentication"
-            self._refused("authentication_failed", Refusal(SASL_PROTOCOL_ERROR, detail))
-            self.close(detail, logging.DEBUG)
-            return
-        verdict = inspector.request(header, frame)
-        if verdict.close:
-            self._refused("authentication_failed", inspector.refusal(verdict))
-            self.close(f"SASL passthrough: {verdict.reason}", logging.DEBUG)
-            return
-        self._forward(exchange)
-
-    def _inspect_response(self, exchange: Exchange, inspector: SaslInspector) -> None:
-        header = exchange.header
-        frame = exchange.response_frame
-        assert frame is not None
-        verdict = inspector.response(header.api_key, header.api_version, frame)
-        if verdict.principal is not None:
-            self._adopt(verdict.principal)
-        if verdict.close:
-            # The upstream's answer goes to the client as it was sent; then the close.
-            self._refused("authentication_failed", inspector.refusal(verdict))
-            exchange.close_after_response = True
-        exchange.done = True
+    def _close_for(self, step: Close) -> None:
+        if step.refusal is not None:
+            self._refused(step.event, step.refusal)
+        self.close(step.reason, step.level)
 
     def _forward(self, exchange: Exchange) -> None:
         exchange.forwarded_ns = time.monotonic_ns()
@@ -612,11 +428,6 @@ class ClientConnection(asyncio.Protocol):
     # -- upstream → gateway ---------------------------------------------------------------
 
     def upstream_data(self, data: bytes) -> None:
-        channel = self._reauth_channel
-        if channel is not None:
-            # Nothing else is in flight: these bytes answer the SASL exchange.
-            channel.data_received(data)
-            return
         reader = self._upstream_reader
         reader.feed(data)
         try:
@@ -641,19 +452,16 @@ class ClientConnection(asyncio.Protocol):
         if api is None:
             api = self._services.metrics.api(exchange.header.api_key)
         api.observe_latency(upstream_ns / 1e9)
-        inspector = self._inspector
-        if inspector is not None and exchange.header.api_key in _SASL_KEYS:
-            self._inspect_response(exchange, inspector)
-            return
+        if self._auth_watches_responses:
+            result = self._auth.on_response(exchange.header, frame)
+            if result is not None:
+                self._settle(exchange, result)
+                return
         self._run_response_stages(exchange, exchange.stages_seen)
 
     def _run_response_stages(self, exchange: Exchange, seen: int) -> None:
-        for stage in self._services.chain.response_stages(exchange.header.api_key, seen):
-            stage.on_response(exchange)
-            if exchange.outcome is _CLOSE:
-                self.close(exchange.close_reason, logging.ERROR)
-                return
-        exchange.done = True
+        if self._services.chain.run_response_stages(exchange, seen) is _CLOSE:
+            self.close(exchange.close_reason, logging.ERROR)
 
     def upstream_lost(self, exc: Exception | None) -> None:
         self._upstream = None
@@ -676,14 +484,12 @@ class ClientConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         # The client is not reading its responses: stop reading the upstream for it.
-        self._client_blocked = True
-        if self._upstream is not None:
-            self._upstream.pause_reading()
+        if self._link is not None:
+            self._link.hold_reading(True)
 
     def resume_writing(self) -> None:
-        self._client_blocked = False
-        if self._upstream is not None:
-            self._upstream.resume_reading()
+        if self._link is not None:
+            self._link.hold_reading(False)
 
     def _flush(self) -> None:
         """Write what the core has ready (answers in client order, requests upstream), give
@@ -743,8 +549,8 @@ class ClientConnection(asyncio.Protocol):
         if actions & CLOSE_SHUTDOWN:
             self.close("shutdown", logging.DEBUG)
             return
-        if actions & REAUTHENTICATE:
-            self._reauth_task = self._loop.create_task(self._reauthenticate())
+        if actions & REAUTHENTICATE and self._link is not None:
+            self._link.reauthenticate()
         if actions & RESUME_READING and transport is not None:
             transport.resume_reading()
         if actions & PROCESS:
@@ -780,7 +586,7 @@ class ClientConnection(asyncio.Protocol):
                 reason=reason,
                 detail=detail,
                 id=self.info.connection_id,
-                client=self._peer(),
+                client=self.info.client_address,
                 listener=self._listener.name,
             )
         )
@@ -792,6 +598,3 @@ class ClientConnection(asyncio.Protocol):
         self._services.refusals.refused(
             event, self._listener.name, info.client_host, info.client_port, refusal
         )
-
-    def _peer(self) -> str:
-        return self.info.client_address

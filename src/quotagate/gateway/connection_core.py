@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Final
 
-from quotagate.gateway.exchange import Exchange
+from quotagate.gateway.stages.exchange import Exchange
 from quotagate.protocol import api_keys
 from quotagate.protocol.headers import HeaderError, response_correlation_id
 

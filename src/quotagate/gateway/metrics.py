@@ -24,7 +24,7 @@ from prometheus_client.utils import floatToGoString
 from quotagate.protocol.api_table import api_name
 
 if TYPE_CHECKING:
-    from quotagate.gateway.memory_pool import MemoryPool
+    from quotagate.gateway.limits.memory_pool import MemoryPool
 
 _LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,

@@ -23,8 +23,23 @@ from typing import Final
 
 from prometheus_client import Counter as PrometheusCounter
 
-from quotagate.gateway.auth.authenticator import Refusal
 from quotagate.logs import kv
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a client was refused, for the connection's log line and the refusals counter.
+
+    ``reason`` labels the counter: one of a small fixed set (``sasl_authentication_failed``,
+    ``sasl_unsupported_mechanism``, ``sasl_protocol_error``, ``tls_handshake_failed``,
+    ``certificate_missing``, ``certificate_untrusted``, ``certificate_unmapped``).
+    ``detail`` says why in words, never what the client presented.
+    """
+
+    reason: str
+    detail: str
+    mechanism: str | None = None
+
 
 log = logging.getLogger(__name__)
 

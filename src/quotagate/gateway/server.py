@@ -11,22 +11,22 @@ from typing import Any
 from prometheus_client import start_http_server
 
 from quotagate.gateway.auth.authenticator import AuthenticatorFactory
-from quotagate.gateway.brokers import BrokerDirectory
 from quotagate.gateway.builtin.api_versions import ApiVersionsStage
 from quotagate.gateway.builtin.broker_addresses import BrokerAddressStage
 from quotagate.gateway.builtin.sasl_on_plaintext import SaslOnPlaintextStage
-from quotagate.gateway.chain import StageChain
 from quotagate.gateway.config import GatewayConfig
-from quotagate.gateway.connection_limits import ConnectionLimits, wall_ms
-from quotagate.gateway.discovery import discover
-from quotagate.gateway.listener import Listener
-from quotagate.gateway.memory_pool import MemoryPool
+from quotagate.gateway.limits.connections import ConnectionLimits, wall_ms
+from quotagate.gateway.limits.memory_pool import MemoryPool
+from quotagate.gateway.listening.listener import Listener
 from quotagate.gateway.metrics import GatewayMetrics
-from quotagate.gateway.plugin import Plugin
 from quotagate.gateway.refusals import RefusalLog
 from quotagate.gateway.services import GatewayServices
-from quotagate.gateway.stage import Stage
-from quotagate.gateway.upstream import UpstreamHealth
+from quotagate.gateway.stages.chain import StageChain
+from quotagate.gateway.stages.plugin import Plugin
+from quotagate.gateway.stages.stage import Stage
+from quotagate.gateway.upstream.brokers import BrokerDirectory
+from quotagate.gateway.upstream.discovery import discover
+from quotagate.gateway.upstream.link import UpstreamHealth
 from quotagate.logs import kv
 from quotagate.protocol.host_port import HostPort
 from quotagate.quota.backoff import ExponentialBackoff

@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from quotagate.gateway.auth.authenticator import AuthenticatorFactory
-from quotagate.gateway.brokers import BrokerDirectory
-from quotagate.gateway.chain import StageChain
 from quotagate.gateway.config import GatewayConfig
-from quotagate.gateway.connection_limits import ConnectionLimits
-from quotagate.gateway.memory_pool import MemoryPool
+from quotagate.gateway.limits.connections import ConnectionLimits
+from quotagate.gateway.limits.memory_pool import MemoryPool
 from quotagate.gateway.metrics import GatewayMetrics
 from quotagate.gateway.refusals import RefusalLog
-from quotagate.gateway.upstream import UpstreamHealth
+from quotagate.gateway.stages.chain import StageChain
+from quotagate.gateway.upstream.brokers import BrokerDirectory
+from quotagate.gateway.upstream.link import UpstreamHealth
 
 
 class ConnectionHandle(Protocol):

@@ -51,14 +51,14 @@ class AdmissionKind(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Admission:
+class ConnectionAdmission:
     kind: AdmissionKind
     throttle_ms: int = 0
     limit: int = 0
     """The per-IP count limit a refused connection hit."""
 
 
-ACCEPTED: Final = Admission(AdmissionKind.ACCEPTED)
+ACCEPTED: Final = ConnectionAdmission(AdmissionKind.ACCEPTED)
 
 
 def canonical_ip(address: str) -> str:
@@ -218,7 +218,7 @@ class ConnectionQuotas:
             return True
         return self._total < self._broker_max_connections
 
-    def admit(self, listener: str, ip: str, now_ms: int) -> Admission:
+    def admit(self, listener: str, ip: str, now_ms: int) -> ConnectionAdmission:
         """The IP's turn, after the acceptor's wait: its creation rate, then its count."""
         quota = self._listener(listener)
         address = canonical_ip(ip)
@@ -234,14 +234,14 @@ class ConnectionQuotas:
                     self._broker_rate.record(-1.0, now_ms, check_quotas=False)
                 quota.ip_throttle.record(throttle_ms, now_ms)
                 quota.rate.record(-1.0, now_ms, check_quotas=False)
-                return Admission(AdmissionKind.THROTTLED, throttle_ms=throttle_ms)
+                return ConnectionAdmission(AdmissionKind.THROTTLED, throttle_ms=throttle_ms)
         count = self._counts.get(address, 0)
         self._counts[address] = count + 1
         self._total += 1
         quota.count += 1
         limit = self.max_connections_for_ip(address)
         if count >= limit:
-            return Admission(AdmissionKind.REFUSED, limit=limit)
+            return ConnectionAdmission(AdmissionKind.REFUSED, limit=limit)
         return ACCEPTED
 
     def dec(self, listener: str, ip: str) -> None:

@@ -17,15 +17,18 @@ from quotagate.quota.client_quota_manager import ClientQuotaManager
 from quotagate.quota.fleet_report import Key
 from quotagate.quota.java import UNBOUNDED
 from quotagate.quota.managers import QuotaManagers
+from quotagate.quota.throttle_choice import Cause
 from quotagate.quota.topic_bytes_in import TopicBytesInQuota
 
-PRODUCE: Final = "produce"
-FETCH: Final = "fetch"
-CONTROLLER_MUTATION: Final = "controller_mutation"
-TOPIC_BYTES_IN: Final = "topic_bytes_in"
-TENANT_PRODUCE: Final = "tenant_produce"
-TENANT_FETCH: Final = "tenant_fetch"
-TENANT_CONTROLLER_MUTATION: Final = "tenant_controller_mutation"
+# The kinds a fleet shares are the quota kinds a throttle is caused by, spelled as Cause spells
+# them (they travel in the fleet's reports as these strings).
+PRODUCE: Final = Cause.PRODUCE.value
+FETCH: Final = Cause.FETCH.value
+CONTROLLER_MUTATION: Final = Cause.CONTROLLER_MUTATION.value
+TOPIC_BYTES_IN: Final = Cause.TOPIC_BYTES_IN.value
+TENANT_PRODUCE: Final = Cause.TENANT_PRODUCE.value
+TENANT_FETCH: Final = Cause.TENANT_FETCH.value
+TENANT_CONTROLLER_MUTATION: Final = Cause.TENANT_CONTROLLER_MUTATION.value
 """The tenant level's quotas (issue 25): keys ``(tenant, "")``. A worker of an earlier
 release ignores these kinds (unknown kinds are skipped), and holds only the client level."""
 

@@ -134,6 +134,17 @@ class QuotaManagers:
     def all(self) -> tuple[ClientQuotaManager, ...]:
         return (self.produce, self.fetch, self.request, self.controller)
 
+    def kinds(self) -> tuple[tuple[str, ClientQuotaManager, str], ...]:
+        """Each quota kind as the gateway's metrics name it: (group, manager, what its sensor
+        measures). The groups are the usage schema's quota kinds, the controller's in one word
+        as Kafka's ``ControllerMutation`` quota type."""
+        return (
+            ("produce", self.produce, "byte_rate"),
+            ("fetch", self.fetch, "byte_rate"),
+            ("request", self.request, "request_time"),
+            ("controllermutation", self.controller, "tokens"),
+        )
+
     def by_config_key(self, key: str) -> ClientQuotaManager | None:
         """The manager a client-quota key (``producer_byte_rate``, ...) configures."""
         for manager in self.all():

@@ -16,14 +16,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from quotagate.store.db import migrate, open_database
-from quotagate.store.scram import (
+from quotagate.security.scram import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
     ScramKeys,
     ScramMechanism,
     derive_keys,
 )
+from quotagate.store.db import migrate, open_database
 
 COMPONENT = "credentials"
 MIGRATIONS: tuple[str, ...] = (

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Iterable
 
+from quotagate.security.scram import ScramKeys, ScramMechanism
 from quotagate.store.credentials import (
     Credentials,
     UserEntry,
@@ -17,7 +18,6 @@ from quotagate.store.credentials import (
     validate_username,
 )
 from quotagate.store.replicated_table import ReplicatedTable
-from quotagate.store.scram import ScramKeys, ScramMechanism
 
 SCRAM = "scram"
 

@@ -18,14 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from quotagate.gateway.refusals import Refusal
 from quotagate.security.principal import ANONYMOUS
+from quotagate.security.protocol import SecurityProtocol
 
 __all__ = [
     "ANONYMOUS",
-    "SASL_AUTHENTICATE",
-    "SASL_HANDSHAKE",
-    "SASL_MECHANISMS",
-    "SUPPORTED_SASL_MECHANISMS",
     "AuthContext",
     "AuthResult",
     "Authenticator",
@@ -33,42 +31,6 @@ __all__ = [
     "Refusal",
     "SecurityProtocol",
 ]
-
-SASL_HANDSHAKE: Final = 17
-SASL_AUTHENTICATE: Final = 36
-
-SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-"""The SASL mechanisms enabled by default (``sasl.enabled.mechanisms``)."""
-SUPPORTED_SASL_MECHANISMS: Final = (*SASL_MECHANISMS, "OAUTHBEARER")
-"""The SASL mechanisms the gateway can terminate; OAUTHBEARER needs a JWKS endpoint."""
-
-
-class SecurityProtocol:
-    """Kafka's ``security.protocol`` names the gateway accepts on a listener."""
-
-    PLAINTEXT: Final = "PLAINTEXT"
-    SSL: Final = "SSL"
-    SASL_PLAINTEXT: Final = "SASL_PLAINTEXT"
-    SASL_SSL: Final = "SASL_SSL"
-
-    ALL: Final = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
-    SASL: Final = (SASL_PLAINTEXT, SASL_SSL)
-    TLS: Final = (SSL, SASL_SSL)
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """Why a client was refused, for the connection's log line and the refusals counter.
-
-    ``reason`` labels the counter: one of a small fixed set (``sasl_authentication_failed``,
-    ``sasl_unsupported_mechanism``, ``sasl_protocol_error``, ``tls_handshake_failed``,
-    ``certificate_missing``, ``certificate_untrusted``, ``certificate_unmapped``).
-    ``detail`` says why in words, never what the client presented.
-    """
-
-    reason: str
-    detail: str
-    mechanism: str | None = None
 
 
 SASL_AUTHENTICATION_FAILED: Final = "sasl_authentication_failed"

@@ -24,16 +24,14 @@ from quotagate.gateway.auth.authenticator import (
     SASL_UNSUPPORTED_MECHANISM,
     Refusal,
 )
-from quotagate.gateway.auth.scram import client_first_username
 from quotagate.protocol import api_keys, codec
 from quotagate.protocol.headers import RequestHeader
 from quotagate.security.oauthbearer import InvalidTokenError, claimed_principal
 from quotagate.security.oauthbearer_message import InvalidClientFirstError, parse_client_first
 from quotagate.security.principal import PrincipalBuilder
+from quotagate.security.protocol import OAUTHBEARER, PLAIN, SCRAM_MECHANISMS
+from quotagate.security.scram import client_first_username
 
-PLAIN: Final = "PLAIN"
-OAUTHBEARER: Final = "OAUTHBEARER"
-SCRAM_MECHANISMS: Final = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 INSPECTED_MECHANISMS: Final = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
 MAX_CLAIM_LENGTH: Final = 1024  # a principal name longer than this is not a name
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import ssl
 
-from quotagate.gateway.auth.authenticator import SecurityProtocol
 from quotagate.gateway.config import ListenerConfig
 from quotagate.security.principal import PrincipalBuilder
 from quotagate.security.principal_mapping import PrincipalMapper
+from quotagate.security.protocol import SecurityProtocol
 
 
 def certificate_principals(listener: ListenerConfig) -> PrincipalBuilder | None:

@@ -15,7 +15,7 @@ import time
 from typing import Final, Protocol
 
 from quotagate.gateway.auth.jwks import JwksCache
-from quotagate.gateway.auth.mechanism import SaslError, SingleUserExchange
+from quotagate.gateway.auth.mechanism import SingleUserExchange
 from quotagate.security.oauthbearer import (
     InvalidTokenError,
     MissingKeyError,
@@ -24,8 +24,9 @@ from quotagate.security.oauthbearer import (
     validate,
 )
 from quotagate.security.oauthbearer_message import InvalidClientFirstError, parse_client_first
+from quotagate.security.protocol import OAUTHBEARER
+from quotagate.security.sasl import SaslError
 
-OAUTHBEARER: Final = "OAUTHBEARER"
 INVALID_TOKEN: Final = '{"status":"invalid_token"}'
 _CONTROL_A: Final = b"\x01"
 

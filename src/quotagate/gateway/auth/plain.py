@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from quotagate.gateway.auth.mechanism import SaslError, SingleUserExchange
-
-PLAIN = "PLAIN"
+from quotagate.gateway.auth.mechanism import SingleUserExchange
+from quotagate.security.protocol import PLAIN
+from quotagate.security.sasl import SaslError
 
 PasswordCheck = Callable[[str, str], bool]
 

@@ -37,26 +37,30 @@ from kio.schema.sasl_handshake import v1 as handshake_v1
 from kio.static.primitive import i64Timedelta
 
 from quotagate.gateway.auth.authenticator import (
-    SASL_AUTHENTICATE,
     SASL_AUTHENTICATION_FAILED,
-    SASL_HANDSHAKE,
-    SASL_MECHANISMS,
     SASL_PROTOCOL_ERROR,
     SASL_UNSUPPORTED_MECHANISM,
-    SUPPORTED_SASL_MECHANISMS,
     AuthContext,
     AuthResult,
     Refusal,
 )
-from quotagate.gateway.auth.mechanism import MechanismServer, SaslError
-from quotagate.gateway.auth.oauthbearer import OAUTHBEARER, OAuthBearerServer, TokenValidator
-from quotagate.gateway.auth.plain import PLAIN, PlainServer
+from quotagate.gateway.auth.mechanism import MechanismServer
+from quotagate.gateway.auth.oauthbearer import OAuthBearerServer, TokenValidator
+from quotagate.gateway.auth.plain import PlainServer
 from quotagate.gateway.auth.scram import ScramServer
 from quotagate.protocol import codec
+from quotagate.protocol.api_keys import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from quotagate.protocol.bounds import LengthError, check_body
 from quotagate.protocol.framing import with_size_prefix
 from quotagate.security.principal import PrincipalBuilder
-from quotagate.store.scram import ScramKeys, ScramMechanism
+from quotagate.security.protocol import (
+    OAUTHBEARER,
+    PLAIN,
+    SASL_MECHANISMS,
+    SUPPORTED_SASL_MECHANISMS,
+)
+from quotagate.security.sasl import SaslError
+from quotagate.security.scram import ScramKeys, ScramMechanism
 
 log = logging.getLogger(__name__)
 

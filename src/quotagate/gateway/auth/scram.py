@@ -10,18 +10,21 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
 
-from quotagate.gateway.auth.mechanism import SaslError
-from quotagate.store.scram import (
+from quotagate.security.sasl import SaslError
+from quotagate.security.scram import (
+    CLIENT_FINAL,
+    CLIENT_FIRST,
     MAX_ITERATIONS,
     MIN_ITERATIONS,
     ScramKeys,
     ScramMechanism,
+    decode_saslname,
+    default_nonce,
     server_signature,
     verify_client_proof,
 )
@@ -31,39 +34,6 @@ NonceFactory = Callable[[], str]
 
 # Iterations announced for users that do not exist; the store's default, so nothing stands out.
 DECOY_ITERATIONS = 8192
-
-_PRINTABLE = r"[\x21-\x2b\x2d-\x7e]+"  # printable ASCII except ','
-_BASE64 = r"[A-Za-z0-9+/]*={0,2}"
-_SASLNAME = r"(?:[^,=]|=2C|=3D)+"
-_EXT = r"[A-Za-z]+=[^,]*"  # Kafka sends multi-letter extensions (tokenauth)
-_CLIENT_FIRST = re.compile(
-    rf"(?P<gs2>(?P<cbind>n|y|p=[A-Za-z0-9.-]+),(?:a=(?P<authzid>{_SASLNAME}))?,)"
-    rf"(?P<bare>(?P<reserved>m=[^,]*,)?n=(?P<saslname>{_SASLNAME}),r=(?P<nonce>{_PRINTABLE})"
-    rf"(?P<ext>(?:,{_EXT})*))",
-    re.DOTALL,
-)
-_CLIENT_FINAL = re.compile(
-    rf"(?P<without_proof>c=(?P<cbind>{_BASE64}),r=(?P<nonce>{_PRINTABLE})(?:,{_EXT})*)"
-    rf",p=(?P<proof>{_BASE64})",
-    re.DOTALL,
-)
-
-
-def decode_saslname(saslname: str) -> str:
-    """RFC 5802 §5.1: ',' and '=' travel as '=2C' and '=3D'; the grammar already rejected others."""
-    return saslname.replace("=2C", ",").replace("=3D", "=")
-
-
-def client_first_username(text: str) -> str | None:
-    """The user a client-first message names (``=2C``/``=3D`` decoded), None if it is not one;
-    for SASL passthrough, which reads the name but lets the upstream judge the rest."""
-    match = _CLIENT_FIRST.fullmatch(text)
-    return None if match is None else decode_saslname(match["saslname"])
-
-
-def default_nonce() -> str:
-    # token_urlsafe yields [A-Za-z0-9_-]: printable, never ','.
-    return secrets.token_urlsafe(24)
 
 
 class _State(Enum):
@@ -137,7 +107,7 @@ class ScramServer:
 
     def _client_first(self, token: bytes) -> bytes:
         text = _decode(token, "client first")
-        match = _CLIENT_FIRST.fullmatch(text)
+        match = CLIENT_FIRST.fullmatch(text)
         if match is None:
             raise SaslError("Invalid SCRAM client first message format")
         if match["cbind"].startswith("p="):
@@ -182,7 +152,7 @@ class ScramServer:
         first = self._first
         assert first is not None  # set by the CLIENT_FIRST step
         text = _decode(token, "client final")
-        match = _CLIENT_FINAL.fullmatch(text)
+        match = CLIENT_FINAL.fullmatch(text)
         if match is None:
             raise SaslError("Invalid SCRAM client final message format")
         if _b64decode(match["cbind"]) != first.gs2_header:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from quotagate.gateway.auth.authenticator import SecurityProtocol
 from quotagate.gateway.auth.jwks import JwksCache, JwksError
 from quotagate.gateway.auth.oauthbearer import JwksTokenValidator, TokenValidator
 from quotagate.gateway.auth.sasl import SaslAuthenticatorFactory
@@ -14,6 +13,7 @@ from quotagate.gateway.config import (
     store_settings,
 )
 from quotagate.security.oauthbearer import TokenRules
+from quotagate.security.protocol import SecurityProtocol
 from quotagate.store.backends import StoreError, open_credentials
 
 

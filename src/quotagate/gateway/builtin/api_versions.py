@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from quotagate.gateway.chain import StageChain
-from quotagate.gateway.exchange import Exchange
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.stages.chain import StageChain
+from quotagate.gateway.stages.exchange import Exchange
+from quotagate.gateway.stages.stage import Stage
 from quotagate.protocol import api_keys, api_support, api_table
 from quotagate.protocol.api_versions_body import parse_api_versions
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import ClassVar
 
-from quotagate.gateway.exchange import Exchange
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.stages.exchange import Exchange
+from quotagate.gateway.stages.stage import Stage
 from quotagate.protocol.addresses import REWRITTEN_APIS, AddressMapper, rewrite_addresses
 from quotagate.protocol.codec import CodecError
 

@@ -11,8 +11,8 @@ from typing import Any, ClassVar
 
 from kio.schema.errors import ErrorCode as KioErrorCode
 
-from quotagate.gateway.exchange import Exchange
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.stages.exchange import Exchange
+from quotagate.gateway.stages.stage import Stage
 from quotagate.protocol import api_keys, api_table
 from quotagate.protocol.errors import ErrorCode
 

@@ -17,15 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from quotagate.gateway.auth.authenticator import SecurityProtocol
-from quotagate.gateway.secret import Secret, SecretError, resolve_secret
-
-PLAIN: Final = "PLAIN"
-SCRAM_SHA_256: Final = "SCRAM-SHA-256"
-SCRAM_SHA_512: Final = "SCRAM-SHA-512"
-OAUTHBEARER: Final = "OAUTHBEARER"
-CLIENT_MECHANISMS: Final = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512, OAUTHBEARER)
-"""SASL mechanisms the gateway can speak as a client to its upstream."""
+from quotagate.gateway.settings.secret import Secret, SecretError, resolve_secret
+from quotagate.security.protocol import (
+    CLIENT_MECHANISMS,
+    OAUTHBEARER,
+    SecurityProtocol,
+)
 
 _HTTPS: Final = "https"
 _NO_ENDPOINT_CHECK: Final = ("", "none")

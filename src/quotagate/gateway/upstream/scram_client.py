@@ -1,6 +1,6 @@
 """SCRAM-SHA-256 / SCRAM-SHA-512 on the client side (RFC 5802), as Kafka's ScramSaslClient.
 
-Written here rather than taken from a library: the maths is the store's (store/scram.py, the
+Written here rather than taken from a library: the maths is the store's (security/scram.py, the
 same formulas the server side checks proofs with), and Kafka encodes passwords as UTF-8 without
 SASLprep, which the SCRAM libraries for Python apply; a shared formula keeps both sides equal.
 Pure: tokens in, tokens out.
@@ -11,36 +11,26 @@ from __future__ import annotations
 import base64
 import binascii
 import hmac
-import re
 from collections.abc import Callable
 from enum import Enum, auto
 
-from quotagate.gateway.auth.mechanism import SaslError
-from quotagate.gateway.auth.scram import default_nonce
-from quotagate.store.scram import (
+from quotagate.security.sasl import SaslError
+from quotagate.security.scram import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
+    SERVER_FINAL,
+    SERVER_FIRST,
     ScramMechanism,
     client_proof,
+    default_nonce,
+    encode_saslname,
     salted_password,
     server_key,
     server_signature,
 )
 
 _GS2_HEADER = "n,,"
-_SERVER_FIRST = re.compile(
-    r"(?:m=[^,]*,)?r=(?P<nonce>[\x21-\x2b\x2d-\x7e]+),s=(?P<salt>[A-Za-z0-9+/]*={0,2}),i=(?P<iterations>[0-9]{1,9})(?:,.*)?",
-    re.DOTALL,
-)
-_SERVER_FINAL = re.compile(
-    r"(?:e=(?P<error>[^,]*)|v=(?P<verifier>[A-Za-z0-9+/]*={0,2}))(?:,.*)?", re.DOTALL
-)
 SaltedCache = Callable[[ScramMechanism, str, bytes, int], bytes]
-
-
-def encode_saslname(name: str) -> str:
-    """RFC 5802 §5.1: ``=`` and ``,`` travel as ``=3D`` and ``=2C`` (``=`` first)."""
-    return name.replace("=", "=3D").replace(",", "=2C")
 
 
 class _State(Enum):
@@ -82,7 +72,7 @@ class ScramClient:
     def final(self, server_first: bytes) -> bytes:
         self._expect(_State.FINAL, _State.VERIFY)
         text = _text(server_first, "server first")
-        match = _SERVER_FIRST.fullmatch(text)
+        match = SERVER_FIRST.fullmatch(text)
         if match is None:
             raise self._failed("Invalid SCRAM server first message format")
         nonce = match["nonce"]
@@ -109,7 +99,7 @@ class ScramClient:
     def verify(self, server_final: bytes) -> None:
         """Raises :class:`SaslError` unless the server proved it knows the password too."""
         self._expect(_State.VERIFY, _State.COMPLETE)
-        match = _SERVER_FINAL.fullmatch(_text(server_final, "server final"))
+        match = SERVER_FINAL.fullmatch(_text(server_final, "server final"))
         if match is None:
             raise self._failed("Invalid SCRAM server final message format")
         if match["error"] is not None:

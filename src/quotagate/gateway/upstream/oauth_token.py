@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Final
 
-from quotagate.gateway.upstream_security import OAuthClientCredentials
+from quotagate.gateway.upstream.security import OAuthClientCredentials
 
 REFRESH_WINDOW_FACTOR: Final = 0.8
 _DEFAULT_LIFETIME_S: Final = 3600.0

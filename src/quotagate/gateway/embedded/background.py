@@ -12,9 +12,9 @@ import uvloop
 from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.config import GatewayConfig
 from quotagate.gateway.lifecycle import Lifecycle
-from quotagate.gateway.plugin import Plugin
 from quotagate.gateway.server import Gateway
-from quotagate.gateway.stage import Stage
+from quotagate.gateway.stages.plugin import Plugin
+from quotagate.gateway.stages.stage import Stage
 from quotagate.protocol.host_port import HostPort
 
 
@@ -60,7 +60,10 @@ class BackgroundGateway(Lifecycle):
         try:
             loop.run_until_complete(self._main(started))
         finally:
-            loop.close()
+            try:
+                _cancel_the_rest(loop)
+            finally:
+                loop.close()
 
     async def _main(self, started: Future[None]) -> None:
         self._stop = asyncio.Event()
@@ -86,3 +89,15 @@ class BackgroundGateway(Lifecycle):
             self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join(timeout_s)
         self._thread = None
+
+
+def _cancel_the_rest(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel and await what the gateway left running (an upstream connection still being
+    opened, a failed start's discovery), as ``asyncio.run`` does: a task left pending when the
+    loop closes is finalised later, outside any loop, and fails there."""
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())

@@ -1,10 +1,10 @@
 """The gateway as a SASL client of its upstream: SaslHandshake then SaslAuthenticate rounds,
 as Kafka's SaslClientAuthenticator sends them, on a freshly opened upstream connection.
 
-Runs over a :class:`~quotagate.gateway.control.ControlChannel` before the connection carries
-anything else, and again whenever the upstream's session lifetime (KIP-368) asks for a
-re-authentication (gateway/connection.py); a refusal raises :class:`UpstreamAuthenticationError`
-with the upstream's own message (never a credential).
+Runs over a :class:`~quotagate.gateway.upstream.channel.ControlChannel` before the connection
+carries anything else, and again whenever the upstream's session lifetime (KIP-368) asks for a
+re-authentication (:class:`~quotagate.gateway.upstream.link.UpstreamLink`); a refusal raises
+:class:`UpstreamAuthenticationError` with the upstream's own message (never a credential).
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from typing import Any, Protocol
 from kio.schema.sasl_authenticate.v1 import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1 import SaslHandshakeRequest
 
-from quotagate.gateway.auth.mechanism import SaslError
-from quotagate.gateway.auth.oauth_token import OAuthTokenRefusedError, OAuthTokenSource
-from quotagate.gateway.auth.scram_client import ScramClient
-from quotagate.gateway.upstream_security import OAUTHBEARER, PLAIN, UpstreamSecurity
+from quotagate.gateway.upstream.oauth_token import OAuthTokenRefusedError, OAuthTokenSource
+from quotagate.gateway.upstream.scram_client import ScramClient
+from quotagate.gateway.upstream.security import UpstreamSecurity
 from quotagate.security.oauthbearer_message import client_initial_response
-from quotagate.store.scram import ScramMechanism, salted_password
+from quotagate.security.protocol import OAUTHBEARER, PLAIN
+from quotagate.security.sasl import SaslError
+from quotagate.security.scram import ScramMechanism, salted_password
 
 
 class UpstreamAuthenticationError(ConnectionError):

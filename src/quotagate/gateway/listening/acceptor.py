@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from quotagate.gateway.connection_limits import ConnectionLimits, Slot, wall_ms
+from quotagate.gateway.limits.connections import ConnectionLimits, Slot, wall_ms
 from quotagate.gateway.refusals import TLS_HANDSHAKE_FAILED, RefusalLog, tls_refusal
 from quotagate.logs import error_text, kv
 from quotagate.quota.connection_quotas import AdmissionKind, canonical_ip

@@ -10,15 +10,15 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
-from quotagate.gateway.chain import StageChain
-from quotagate.gateway.control import (
+from quotagate.gateway.stages.chain import StageChain
+from quotagate.gateway.upstream.channel import (
     ControlChannel,
     build_request,
     connect_error_text,
     is_security_failure,
 )
-from quotagate.gateway.upstream import UpstreamHealth
-from quotagate.gateway.upstream_security import PLAINTEXT_UPSTREAM, UpstreamSecurity
+from quotagate.gateway.upstream.link import UpstreamHealth
+from quotagate.gateway.upstream.security import PLAINTEXT_UPSTREAM, UpstreamSecurity
 from quotagate.logs import kv
 from quotagate.protocol import api_keys, api_support
 from quotagate.protocol.host_port import HostPort

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from quotagate.gateway.exchange import ConnectionInfo, Exchange
+from quotagate.gateway.stages.exchange import ConnectionInfo, Exchange
 from quotagate.logs import kv
 from quotagate.protocol import api_table
 from quotagate.protocol.codec import CodecError

@@ -12,18 +12,19 @@ import logging
 import socket
 import ssl
 
-from quotagate.gateway.acceptor import Acceptor, ProtocolFactory
-from quotagate.gateway.auth.authenticator import SecurityProtocol
+from quotagate.gateway.auth.listener import listener_authenticators
 from quotagate.gateway.auth.mtls import certificate_principals
 from quotagate.gateway.builtin.broker_addresses import UnmappableBrokerError
 from quotagate.gateway.config import ListenerConfig
 from quotagate.gateway.connection import ClientConnection
-from quotagate.gateway.connection_limits import Slot
+from quotagate.gateway.limits.connections import Slot
+from quotagate.gateway.listening.acceptor import Acceptor, ProtocolFactory
+from quotagate.gateway.listening.tls import ClientAuth, server_context
 from quotagate.gateway.services import GatewayServices
-from quotagate.gateway.tls import ClientAuth, server_context
-from quotagate.gateway.upstream import AddressPicker
+from quotagate.gateway.upstream.link import AddressPicker
 from quotagate.logs import kv
 from quotagate.protocol.host_port import HostPort
+from quotagate.security.protocol import SecurityProtocol
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,10 @@ class Listener:
         self.config = config
         self._services = services
         self._ssl = _ssl_context(config)
-        self._principals = certificate_principals(config)
+        # Chosen once for the listener, as Kafka's ChannelBuilders does.
+        self._authenticators = listener_authenticators(
+            config, services.authenticator_factory, certificate_principals(config)
+        )
         self._acceptor: Acceptor | None = None
         self._node_ports: dict[int, int] = {}
         self.bound: HostPort | None = None
@@ -71,10 +75,10 @@ class Listener:
         )
 
     def _factory(self, pick: AddressPicker) -> ProtocolFactory:
-        services, config, principals = self._services, self.config, self._principals
+        services, config, authenticators = self._services, self.config, self._authenticators
 
         def make(slot: Slot) -> ClientConnection:
-            return ClientConnection(services, config, pick, slot, principals)
+            return ClientConnection(services, config, pick, authenticators(), slot)
 
         return make
 

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from quotagate.store.scram import (
+from quotagate.security.scram import (
     ScramMechanism,
     client_proof,
     derive_keys,

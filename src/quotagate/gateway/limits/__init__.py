@@ -1,0 +1,1 @@
+"""What bounds the gateway's resources: connection quotas and the request-bytes pool."""
