@@ -1,5 +1,5 @@
-"""``quotagate pipeline``: the PySpark stages (generate, ingest, rollup, replay, recommend,
-report, all). Spark and pandas are imported only when a stage runs, so ``--help`` is fast."""
+"""``quotagate pipeline``: the PySpark jobs (generate, ingest, rollup, replay, recommend,
+report, all). Spark and pandas are imported only when a job runs, so ``--help`` is fast."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from quotagate.commands.option_group import with_options
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from quotagate.pipeline.runner import StageRunner
+    from quotagate.pipeline.runner import JobRunner
 
 app = typer.Typer(
     help="Usage tables, what-if replays and quota recommendations on Spark.",
@@ -36,24 +36,24 @@ QUIET = typer.Option(False, "--quiet", help="No progress bars.")
 
 @dataclass(frozen=True, slots=True)
 class _Spark:
-    """What the Spark options of a stage command say (:func:`_spark_options`)."""
+    """What the Spark options of a job command say (:func:`_spark_options`)."""
 
     master: str
     driver_memory: str
     partitions: int
     quiet: bool
 
-    def runner(self) -> StageRunner:
-        from quotagate.pipeline.runner import SparkOptions, StageRunner  # noqa: PLC0415
+    def runner(self) -> JobRunner:
+        from quotagate.pipeline.runner import JobRunner, SparkOptions  # noqa: PLC0415
 
         options = SparkOptions(self.master, self.driver_memory, self.partitions, not self.quiet)
-        return StageRunner(options, _console)
+        return JobRunner(options, _console)
 
-    def run(self, description: str, stage: Callable[[SparkSession], T]) -> T:
-        """One stage on its own SparkSession, stopped afterwards even when the stage fails."""
+    def run(self, description: str, job: Callable[[SparkSession], T]) -> T:
+        """One job on its own SparkSession, stopped afterwards even when the job fails."""
         runner = self.runner()
         try:
-            return runner.run(description, stage)
+            return runner.run(description, job)
         finally:
             runner.stop()
 
@@ -108,8 +108,8 @@ def generate(
     spark: _Spark,
 ) -> None:
     """Synthetic usage events: heavy-tailed clients, bursts, a daily cycle, admin storms."""
-    from quotagate.pipeline.generate import GenerateOptions  # noqa: PLC0415
-    from quotagate.pipeline.generate import generate as run  # noqa: PLC0415
+    from quotagate.pipeline.generate.job import GenerateOptions  # noqa: PLC0415
+    from quotagate.pipeline.generate.job import generate as run  # noqa: PLC0415
 
     options = GenerateOptions(events, seed, users, _epoch_ms(start), duration_s)
     written = spark.run("generate", lambda session: run(session, options, out))
@@ -127,7 +127,7 @@ def ingest(
     spark: _Spark,
 ) -> None:
     """Kafka request logs (text < 2.8, KIP-673 JSON >= 2.8) to usage events."""
-    from quotagate.pipeline.ingest import ingest as run  # noqa: PLC0415
+    from quotagate.pipeline.ingest.job import ingest as run  # noqa: PLC0415
 
     if not -24 < tz_offset_h < 24:
         raise typer.BadParameter("must be between -24 and 24 hours", param_hint="--tz-offset-h")
@@ -184,7 +184,7 @@ def replay(
     """What the candidate quotas would have done to the recorded traffic."""
     from quotagate.pipeline.events import check_usage_dataset  # noqa: PLC0415
     from quotagate.pipeline.quotas import read_quota_text  # noqa: PLC0415
-    from quotagate.pipeline.replay import replay as run  # noqa: PLC0415
+    from quotagate.pipeline.replay.job import replay as run  # noqa: PLC0415
 
     check_usage_dataset(events)
     text = read_quota_text(quotas)
@@ -212,8 +212,8 @@ def recommend(
     spark: _Spark,
 ) -> None:
     """Quota values (and KIP-599 rate and burst) from observed usage, with headroom."""
-    from quotagate.pipeline.recommend import RecommendOptions  # noqa: PLC0415
-    from quotagate.pipeline.recommend import recommend as run  # noqa: PLC0415
+    from quotagate.pipeline.recommend.job import RecommendOptions  # noqa: PLC0415
+    from quotagate.pipeline.recommend.job import recommend as run  # noqa: PLC0415
 
     options = RecommendOptions(percentile, headroom, max_window_num, not no_default)
     summary = spark.run("recommend", lambda session: run(session, rollup_dir, out, options))
@@ -236,8 +236,8 @@ def report(
     ] = None,
 ) -> None:
     """One self-contained HTML report with plots (no Spark needed)."""
-    from quotagate.pipeline.report import ReportInputs  # noqa: PLC0415
-    from quotagate.pipeline.report import report as run  # noqa: PLC0415
+    from quotagate.pipeline.report.job import ReportInputs  # noqa: PLC0415
+    from quotagate.pipeline.report.job import report as run  # noqa: PLC0415
 
     inputs = ReportInputs(rollup_dir, replay_dir, recommendation, ingest_report)
     _show("report written", {"file": run(inputs, out)})
@@ -247,7 +247,7 @@ def report(
 @_with_spark
 @_guarded
 def run_all(
-    out: Annotated[Path, typer.Argument(help="Output directory for every stage.")],
+    out: Annotated[Path, typer.Argument(help="Output directory for every job.")],
     events: Annotated[Path | None, typer.Option("--events", help="Usage-event directory.")] = None,
     logs: Annotated[
         Path | None, typer.Option("--logs", help="Request logs to ingest first.")
@@ -263,12 +263,12 @@ def run_all(
     spark: _Spark,
 ) -> None:
     """ingest (with --logs) → rollup → recommend → replay → report, into OUT."""
-    from quotagate.pipeline.all_stages import AllOptions, run_all_stages  # noqa: PLC0415
+    from quotagate.pipeline.all_jobs import AllOptions, run_all_jobs  # noqa: PLC0415
 
     options = AllOptions(events, logs, quotas, closed_loop, percentile, headroom)
-    runner = spark.runner()  # one session for every stage
+    runner = spark.runner()  # one session for every job
     try:
-        html = run_all_stages(runner, options, out)
+        html = run_all_jobs(runner, options, out)
     finally:
         runner.stop()
     _show("pipeline done", {"report": html})

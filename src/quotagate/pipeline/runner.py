@@ -1,4 +1,4 @@
-"""Running a stage for the CLI: one SparkSession, a progress bar, and errors made readable.
+"""Running a job for the CLI: one SparkSession, a progress bar, and errors made readable.
 
 Spark reports failures as Java exceptions wrapping Python ones; a user needs the one line
 that says what was wrong, not two screens of JVM frames.
@@ -35,8 +35,8 @@ class SparkOptions:
     progress: bool = True
 
 
-class StageRunner:
-    """Starts Spark lazily (report never needs it) and runs stages with progress."""
+class JobRunner:
+    """Starts Spark lazily (report never needs it) and runs jobs with progress."""
 
     def __init__(self, options: SparkOptions, console: Console | None = None) -> None:
         self.options = options
@@ -54,13 +54,13 @@ class StageRunner:
                 )
         return self._spark
 
-    def run(self, description: str, stage: Callable[[SparkSession], T]) -> T:
+    def run(self, description: str, job: Callable[[SparkSession], T]) -> T:
         spark = self.spark
         try:
             with spark_progress(
                 spark, description, console=self.console, enabled=self.options.progress
             ):
-                return stage(spark)
+                return job(spark)
         except PipelineError:
             raise
         except Exception as exc:

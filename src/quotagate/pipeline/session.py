@@ -1,4 +1,4 @@
-"""The SparkSession every stage runs on, tuned for a small machine by default."""
+"""The SparkSession every job runs on, tuned for a small machine by default."""
 
 from __future__ import annotations
 
