@@ -1,5 +1,6 @@
-"""``quotagate pipeline``: the PySpark jobs (generate, ingest, rollup, replay, recommend,
-report, all). Spark and pandas are imported only when a job runs, so ``--help`` is fast."""
+"""``quotagate pipeline``: the PySpark jobs (generate, ingest, rollup, stream, replay,
+recommend, report, all). Spark and pandas are imported only when a job runs, so ``--help``
+is fast."""
 
 from __future__ import annotations
 
@@ -43,10 +44,12 @@ class _Spark:
     partitions: int
     quiet: bool
 
-    def runner(self) -> JobRunner:
+    def runner(self, conf: tuple[tuple[str, str], ...] = ()) -> JobRunner:
         from quotagate.pipeline.runner import JobRunner, SparkOptions  # noqa: PLC0415
 
-        options = SparkOptions(self.master, self.driver_memory, self.partitions, not self.quiet)
+        options = SparkOptions(
+            self.master, self.driver_memory, self.partitions, not self.quiet, conf
+        )
         return JobRunner(options, _console)
 
     def run(self, description: str, job: Callable[[SparkSession], T]) -> T:
@@ -166,6 +169,104 @@ def rollup(
         "rollup", lambda session: run(session, events, out, quota_text=text, level=level)
     )
     _show("rolled up", summary)
+
+
+@app.command()
+@_with_spark
+@_guarded
+def stream(
+    bootstrap_servers: Annotated[
+        str, typer.Argument(help="The usage topic's cluster, host:port,…")
+    ],
+    topic: Annotated[str, typer.Argument(help="The usage topic ([usage] topic).")],
+    out: Annotated[Path, typer.Argument(help="Output directory: rollup/, cells/ and checkpoint/.")],
+    quotas: Annotated[
+        Path | None, typer.Option("--quotas", help="Group by this quota file's sharing keys.")
+    ] = None,
+    level: str = typer.Option(
+        "user", "--level", help="Without --quotas: user, client-id or 'user,client-id'."
+    ),
+    trigger_s: float = typer.Option(10.0, "--trigger-s", min=0.1, help="Micro-batch interval."),
+    watermark_s: float = typer.Option(
+        600.0, "--watermark-s", min=0, help="How late an event may arrive and still count."
+    ),
+    available_now: bool = typer.Option(
+        False, "--available-now", help="Process what the topic holds now, then stop."
+    ),
+    max_offsets: int | None = typer.Option(
+        None, "--max-offsets-per-trigger", min=1, help="Records per micro-batch at most."
+    ),
+    jars: str | None = typer.Option(
+        None, "--jars", help="Spark's Kafka connector: a directory of jars, or jar paths a,b."
+    ),
+    packages: str | None = typer.Option(
+        None,
+        "--packages",
+        help="Spark's Kafka connector from Maven Central, e.g. "
+        "org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>.",
+    ),
+    kafka_option: list[str] = typer.Option(  # noqa: B008
+        [], "--kafka-option", help="key=value for the Kafka client, e.g. security.protocol=SSL."
+    ),
+    *,
+    spark: _Spark,
+) -> None:
+    """Keep the rollup tables current from the usage topic (Structured Streaming)."""
+    from quotagate.pipeline.errors import PipelineError  # noqa: PLC0415
+    from quotagate.pipeline.levels import check_level  # noqa: PLC0415
+    from quotagate.pipeline.quotas import read_quota_text  # noqa: PLC0415
+    from quotagate.pipeline.stream.job import StreamOptions  # noqa: PLC0415
+    from quotagate.pipeline.stream.job import stream as run  # noqa: PLC0415
+
+    check_level(level)
+    kafka_options = {}
+    for item in kafka_option:
+        key, equals, value = item.partition("=")
+        if not equals or not key:
+            raise PipelineError(
+                f"--kafka-option {item!r}: write key=value, e.g. sasl.mechanism=PLAIN"
+            )
+        kafka_options[key] = value
+    conf: list[tuple[str, str]] = []
+    if jars:
+        conf.append(("spark.jars", _jar_list(jars)))
+    if packages:
+        conf.append(("spark.jars.packages", packages))
+    options = StreamOptions(
+        bootstrap_servers,
+        topic,
+        quota_text=read_quota_text(quotas) if quotas else None,
+        level=level,
+        trigger_s=trigger_s,
+        watermark_s=watermark_s,
+        available_now=available_now,
+        max_offsets_per_trigger=max_offsets,
+        kafka_options=kafka_options,
+    )
+    runner = spark.runner(tuple(conf))
+    try:
+        runner.run("stream", lambda session: run(session, options, out))
+    finally:
+        runner.stop()
+    _console.print(f"[bold green]streamed[/] into {out / 'rollup'}")
+
+
+def _jar_list(jars: str) -> str:
+    """``--jars``: a directory means every jar in it."""
+    from quotagate.pipeline.errors import PipelineError  # noqa: PLC0415
+
+    paths: list[str] = []
+    for part in (p.strip() for p in jars.split(",") if p.strip()):
+        path = Path(part)
+        if path.is_dir():
+            paths.extend(str(jar) for jar in sorted(path.glob("*.jar")))
+        elif path.is_file():
+            paths.append(str(path))
+        else:
+            raise PipelineError(f"--jars {part}: no such jar or directory")
+    if not paths:
+        raise PipelineError(f"--jars {jars}: no jar found there")
+    return ",".join(paths)
 
 
 @app.command()

@@ -62,14 +62,15 @@ def rollup(
     quota_file = parse_quotas(quota_text if quota_text else template_quota_text(level))
     window_s = window_seconds(quota_file)
     events = read_usage(spark, events_path)
-    # Every table is computed from these few rows per (client, kind of request, window),
-    # the same cells the stream job keeps (pipeline.stream): both write equal tables.
-    cells = usage_cells(with_event_time(events), window_s).cache()
-    topics = topic_cells(with_event_time(events), window_s)
+    # Every table is computed from these few rows per (client, kind of request, topic,
+    # window), the rows the stream job keeps (pipeline.stream): both write equal tables.
+    rows = cell_rows(with_event_time(events), window_s).cache()
     try:
-        return rollup_cells(spark, cells, topics, out, quota_text=quota_text, level=level)
+        return rollup_cells(
+            spark, cells_of(rows), topics_of(rows), out, quota_text=quota_text, level=level
+        )
     finally:
-        cells.unpersist()
+        rows.unpersist()
 
 
 def rollup_cells(
@@ -134,39 +135,81 @@ def with_event_time(events: DataFrame) -> DataFrame:
     return events.withColumn("event_time", F.timestamp_millis(F.col("ts_ms")))
 
 
-def usage_cells(events: DataFrame, window_s: int) -> DataFrame:
-    """Events summed per :data:`CELL_COLUMNS` and event-time window (``window_start_ms``):
-    ``requests``, the byte, time and mutation sums the quotas charge, the throttle and how
-    many requests were throttled, and the first and last ``ts_ms``. ``events`` needs an
-    ``event_time`` column (:func:`with_event_time`); a stream's may carry a watermark."""
+def cell_rows(events: DataFrame, window_s: int) -> DataFrame:
+    """Events summed per :data:`CELL_COLUMNS`, ``topic`` and event-time window
+    (``window_start_ms``). An event counts once, on the row of its first topic (or its only
+    row, ``topic`` null, when it names none): ``requests``, the byte, time and mutation sums
+    the quotas charge, the throttle and the requests throttled; ``topic_bytes`` is the bytes
+    each topic got, and ``first_ts_ms``/``last_ts_ms`` bound the events. ``events`` needs an
+    ``event_time`` column (:func:`with_event_time`); a stream's may carry a watermark, as the
+    only aggregation it does is this one."""
+    first = F.col("pos").isNull() | (F.col("pos") == 0)
+
+    def once(column: Column) -> Column:
+        return F.sum(F.when(first, column).otherwise(F.lit(0)).cast("long"))
+
     return (
-        events.groupBy(F.window("event_time", f"{window_s} seconds").alias("w"), *CELL_COLUMNS)
+        events.select("*", F.posexplode_outer("topics").alias("pos", "t"))
+        .groupBy(
+            F.window("event_time", f"{window_s} seconds").alias("w"),
+            *CELL_COLUMNS,
+            F.col("t.topic").alias("topic"),
+        )
         .agg(
-            F.count(F.lit(1)).alias("requests"),
-            F.sum(F.col("request_bytes").cast("long")).alias("request_bytes"),
-            F.sum(F.col("response_bytes").cast("long")).alias("response_bytes"),
-            F.sum(F.col("gateway_time_us") + F.col("upstream_time_us")).alias("time_us"),
-            F.sum(F.col("partition_mutations").cast("long")).alias("partition_mutations"),
-            F.sum(F.col("throttle_ms").cast("long")).alias("throttle_ms"),
-            F.sum((F.col("throttle_ms") > 0).cast("long")).alias("throttled_requests"),
+            once(F.lit(1)).alias("requests"),
+            once(F.col("request_bytes")).alias("request_bytes"),
+            once(F.col("response_bytes")).alias("response_bytes"),
+            once(F.col("gateway_time_us") + F.col("upstream_time_us")).alias("time_us"),
+            once(F.col("partition_mutations")).alias("partition_mutations"),
+            once(F.col("throttle_ms")).alias("throttle_ms"),
+            once((F.col("throttle_ms") > 0).cast("long")).alias("throttled_requests"),
             F.min("ts_ms").alias("first_ts_ms"),
             F.max("ts_ms").alias("last_ts_ms"),
+            F.sum(F.col("t.bytes").cast("long")).alias("topic_bytes"),
         )
         .withColumn("window_start_ms", F.unix_millis(F.col("w.start")))
         .drop("w")
     )
 
 
-def topic_cells(events: DataFrame, window_s: int) -> DataFrame:
-    """Record (or mutation) bytes per (topic, event-time window) of the events that name
-    topics; ``events`` as for :func:`usage_cells`."""
-    return (
-        events.where(F.size("topics") > 0)
-        .select("event_time", F.explode("topics").alias("t"))
-        .groupBy(F.window("event_time", f"{window_s} seconds").alias("w"), F.col("t.topic"))
-        .agg(F.sum(F.col("t.bytes").cast("long")).alias("bytes"))
-        .select("topic", F.unix_millis(F.col("w.start")).alias("window_start_ms"), "bytes")
+CELL_SUMS: Final = (
+    "requests",
+    "request_bytes",
+    "response_bytes",
+    "time_us",
+    "partition_mutations",
+    "throttle_ms",
+    "throttled_requests",
+)
+
+
+def cells_of(rows: DataFrame) -> DataFrame:
+    """Usage cells: :func:`cell_rows` summed over topics, one row per
+    (:data:`CELL_COLUMNS`, window)."""
+    return rows.groupBy("window_start_ms", *CELL_COLUMNS).agg(
+        *[F.sum(name).alias(name) for name in CELL_SUMS],
+        F.min("first_ts_ms").alias("first_ts_ms"),
+        F.max("last_ts_ms").alias("last_ts_ms"),
     )
+
+
+def topics_of(rows: DataFrame) -> DataFrame:
+    """Topic cells: bytes per (topic, window) from :func:`cell_rows`."""
+    return (
+        rows.where(F.col("topic").isNotNull())
+        .groupBy("topic", "window_start_ms")
+        .agg(F.sum("topic_bytes").alias("bytes"))
+    )
+
+
+def usage_cells(events: DataFrame, window_s: int) -> DataFrame:
+    """:func:`cells_of` the events' :func:`cell_rows`."""
+    return cells_of(cell_rows(events, window_s))
+
+
+def topic_cells(events: DataFrame, window_s: int) -> DataFrame:
+    """:func:`topics_of` the events' :func:`cell_rows`."""
+    return topics_of(cell_rows(events, window_s))
 
 
 def _key_table(

@@ -33,6 +33,8 @@ class SparkOptions:
     driver_memory: str = DEFAULT_DRIVER_MEMORY
     shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS
     progress: bool = True
+    conf: tuple[tuple[str, str], ...] = ()
+    """Further Spark settings (``spark.jars`` for the stream job's connector)."""
 
 
 class JobRunner:
@@ -51,6 +53,7 @@ class JobRunner:
                     self.options.master,
                     driver_memory=self.options.driver_memory,
                     shuffle_partitions=self.options.shuffle_partitions,
+                    conf=dict(self.options.conf),
                 )
         return self._spark
 
