@@ -16,7 +16,8 @@ import pyarrow.dataset as ds
 import pytest
 from pyspark.sql import SparkSession
 
-from quotagate.pipeline import ingest_arrow, ingest_read
+from quotagate.pipeline.ingest import arrow as ingest_arrow
+from quotagate.pipeline.ingest import read as ingest_read
 from quotagate.pipeline.ingest.arrow import REST_SCHEMA, parse_block
 from quotagate.pipeline.ingest.job import _bucket_metrics, _samples, gateway_of, ingest, parse_line
 from quotagate.pipeline.ingest.read import Piece, deal_pieces, read_lines
@@ -410,3 +411,22 @@ def test_ingest_of_one_small_file_leaves_a_task_idle(spark: SparkSession, tmp_pa
     assert (report["lines"], report["events"], report["failed"], report["other"]) == (1, 1, 0, 0)
     files = list((tmp_path / "events").rglob("*.parquet"))
     assert [f.parent.name for f in files] == ["hour=09"]
+
+
+def test_a_retried_or_abandoned_task_attempt_leaves_one_copy_of_its_events(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "broker-1.log"
+    # An other logger's line: the task hands it back while its files are still open.
+    log.write_text("\n".join([*(_json_line(_json()) for _ in range(5)), "other"]) + "\n")
+    job = IngestJob(deal_pieces([log], 1), str(tmp_path / "events"), UTC)
+    abandoned = run_task(job, 0)
+    next(abandoned)  # the attempt wrote its first block, then was killed or lost its race
+    abandoned.close()
+    assert not list((tmp_path / "events").rglob("*.parquet"))
+    for _ in range(2):  # the retry, and a speculative attempt finishing after it
+        list(run_task(job, 0))
+    files = list((tmp_path / "events").rglob("*.parquet"))
+    assert [f.name for f in files] == ["part-00000.parquet"]
+    assert ds.dataset(tmp_path / "events", partitioning="hive").count_rows() == 5
+    assert not list((tmp_path / "events").rglob(".*"))

@@ -4,8 +4,8 @@ numpy): no Python per line for the lines a broker writes.
 Each line is sorted the way ``ingest.parse_line`` (the reference) sorts it. A line without
 the marker is ``other``. A line that has the broker's exact shape (ASCII, the log4j prefix
 with single blanks, one marker, the message right after it and ending in
-`` (kafka.request.logger)``, a real time) is parsed here, its body by ``ingest_arrow_json``
-or ``ingest_arrow_text``. Every other line, and every body those hand back, goes through
+`` (kafka.request.logger)``, a real time) is parsed here, its body by ``arrow_json``
+or ``arrow_text``. Every other line, and every body those hand back, goes through
 the reference itself: that is where lines fail, so every ``error`` line and its reason are
 the reference's own.
 """

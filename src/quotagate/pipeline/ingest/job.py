@@ -46,7 +46,7 @@ def ingest(
 
     One task per core (``defaultParallelism``), each dealt pieces of the log files; each
     task's Python worker reads its pieces itself, parses them with whole-array kernels
-    (``ingest_arrow``), writes its events with pyarrow and hands back only its count of
+    (``ingest.arrow``), writes its events with pyarrow and hands back only its count of
     events and the lines that are not events, which Spark counts and samples. The JVM
     parses nothing: Spark SQL's parse cost more per line than Python's (BENCHMARKS.md,
     "Pipeline"). ``parse_line`` is the reference the tests hold the vectorized parse to,

@@ -1,6 +1,6 @@
 """One request-log line parsed in Python: the reference parse.
 
-``ingest_arrow`` parses a broker's lines with whole-array kernels and hands every other
+``ingest.arrow`` parses a broker's lines with whole-array kernels and hands every other
 line to ``parse_line``; the tests hold the vectorized parse to this one, line by line.
 """
 

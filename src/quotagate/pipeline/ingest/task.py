@@ -1,5 +1,5 @@
 """One ingest task's whole work, in the executor's Python worker: read its pieces of the
-request logs, parse them a block at a time (``ingest_arrow``), write its events as
+request logs, parse them a block at a time (``ingest.arrow``), write its events as
 ``date=…/hour=…/`` Parquet and hand back only its count of events and the lines that are
 not events (for the report's counts and samples). The JVM schedules the task and sees no
 event.
@@ -7,6 +7,8 @@ event.
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timezone
@@ -38,8 +40,13 @@ class IngestJob:
 
 def run_task(job: IngestJob, task: int) -> Iterator[pa.RecordBatch]:
     """The task's lines that are not events, a block at a time (so that a log of mostly
-    other loggers' lines never has to fit in memory), then one row counting its events."""
-    writers: dict[tuple[str, str], pq.ParquetWriter] = {}
+    other loggers' lines never has to fit in memory), then one row counting its events.
+
+    Its files are written under hidden names of this attempt and renamed to
+    ``part-TASK.parquet`` only once the task has written everything: a failed, retried or
+    speculative attempt of the same task leaves at most a hidden file readers skip, never
+    a second copy of its events."""
+    writers: _Writers = {}
     events = 0
     try:
         for piece in job.pieces[task]:
@@ -50,16 +57,23 @@ def run_task(job: IngestJob, task: int) -> Iterator[pa.RecordBatch]:
                 _write(block.events, Path(job.out), task, writers)
                 ones = pa.array(np.ones(block.rest.num_rows, np.int64))
                 yield from block.rest.append_column("lines", ones).to_batches()
-    finally:
-        for writer in writers.values():
+    except BaseException:
+        for writer, hidden, _ in writers.values():
             writer.close()
+            hidden.unlink(missing_ok=True)
+        raise
+    for writer, hidden, final in writers.values():
+        writer.close()
+        os.replace(hidden, final)
     counted = {"status": ["ok"], "reason": [None], "line": [None], "lines": [events]}
     yield from pa.table(counted, schema=TASK_SCHEMA).to_batches()
 
 
-def _write(
-    events: pa.Table, out: Path, task: int, writers: dict[tuple[str, str], pq.ParquetWriter]
-) -> None:
+_Writers = dict[tuple[str, str], tuple[pq.ParquetWriter, Path, Path]]
+"""Per (date, hour): the open writer, its hidden file, the name it gets when complete."""
+
+
+def _write(events: pa.Table, out: Path, task: int, writers: _Writers) -> None:
     """Each hour's events, in time order, onto the task's file of that hour."""
     if not events.num_rows:
         return
@@ -71,10 +85,11 @@ def _write(
     for begin, end in zip(np.r_[0, bounds], np.r_[bounds, len(hours)], strict=True):
         stamp = datetime.fromtimestamp(int(hours[begin]) * 3600, UTC)
         key = (stamp.strftime("%Y-%m-%d"), stamp.strftime("%H"))
-        writer = writers.get(key)
-        if writer is None:
+        open_file = writers.get(key)
+        if open_file is None:
             directory = out / f"date={key[0]}" / f"hour={key[1]}"
             directory.mkdir(parents=True, exist_ok=True)
-            writer = pq.ParquetWriter(directory / f"part-{task:05d}.parquet", USAGE_SCHEMA)
-            writers[key] = writer
-        writer.write_table(events.slice(int(begin), int(end - begin)))
+            hidden = directory / f".part-{task:05d}-{uuid.uuid4().hex}.inprogress"
+            final = directory / f"part-{task:05d}.parquet"
+            open_file = writers[key] = (pq.ParquetWriter(hidden, USAGE_SCHEMA), hidden, final)
+        open_file[0].write_table(events.slice(int(begin), int(end - begin)))
