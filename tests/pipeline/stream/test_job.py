@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ from quotagate.pipeline.rollup import rollup
 from quotagate.usage import stream
 from quotagate.usage.schema import USAGE_COLUMNS
 from support.kafka_cluster import KafkaCluster
+
+from ..standalone import standalone_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -70,7 +73,9 @@ def _publish(kafka: KafkaCluster, topic: str, rows: list[tuple[Any, ...]]) -> No
     assert sum(g.dropped for g in gateways) == 0
 
 
-def _stream_command(kafka: KafkaCluster, topic: str, out: Path, *extra: str) -> list[str]:
+def _stream_command(
+    kafka: KafkaCluster, topic: str, out: Path, *extra: str, master: str = "local[2]"
+) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -86,7 +91,7 @@ def _stream_command(kafka: KafkaCluster, topic: str, out: Path, *extra: str) -> 
         "--jars",
         _connector_jars(),
         "--master",
-        "local[2]",
+        master,
         "--shuffle-partitions",
         "2",
         "--driver-memory",
@@ -96,9 +101,17 @@ def _stream_command(kafka: KafkaCluster, topic: str, out: Path, *extra: str) -> 
     ]
 
 
-def _run(command: list[str]) -> None:
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
+def _run(command: list[str], explain: Callable[[], str] = str) -> None:
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        # A cluster's driver binds where the operator says; this cluster is on loopback.
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:] + explain()
 
 
 def _killed_after_first_batch(command: list[str], out: Path) -> None:
@@ -140,7 +153,7 @@ def _topics(rollup_dir: Path) -> pd.DataFrame:
 
 
 def test_streamed_rollup_equals_the_batch_rollup_killed_or_not(
-    spark: SparkSession, kafka: KafkaCluster, tmp_path: Path
+    spark: SparkSession, kafka: KafkaCluster, tmp_path: Path, wait_for: Callable[..., Any]
 ) -> None:
     events = tmp_path / "events"
     generate(spark, GenerateOptions(events=EVENTS, seed=5, users=6, duration_s=1800), events)
@@ -151,7 +164,11 @@ def test_streamed_rollup_equals_the_batch_rollup_killed_or_not(
 
     batch = rollup(spark, events, tmp_path / "batch")
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    _run(_stream_command(kafka, topic, whole))
+    # Not interrupted, on a standalone cluster: the micro-batches run on its executors.
+    with standalone_cluster(tmp_path / "cluster", wait_for, workers=2) as cluster:
+        _run(_stream_command(kafka, topic, whole, master=cluster.url), cluster.explain)
+        executors = list((tmp_path / "cluster").glob("worker-*/app-*/*/stderr"))
+        assert len(executors) == 2, cluster.explain()
     command = _stream_command(kafka, topic, killed, "--max-offsets-per-trigger", str(BATCH_RECORDS))
     _killed_after_first_batch(command, killed)
     _run(command)
