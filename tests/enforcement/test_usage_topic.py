@@ -66,7 +66,8 @@ def test_a_gateways_usage_events_reach_the_topic_as_its_files_have_them(
     )
     runtime = QuotaRuntime(QuotaSettings(num_partitions=1, usage=usage))
     data = f"data-{topic}"
-    for future in AdminClient(kafka.admin_config()).create_topics([NewTopic(data, 1)]).values():
+    admin = AdminClient(kafka.admin_config())
+    for future in admin.create_topics([NewTopic(data, 1)]).values():
         future.result(30)
     gateway = start_gateway(upstream_kafka, plugins=[QuotaEnforcement(runtime)])
     producer = Producer({"bootstrap.servers": str(gateway.bootstrap), "client.id": "writer"})
