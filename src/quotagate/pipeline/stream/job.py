@@ -39,6 +39,7 @@ from quotagate.pipeline.rollup import (
     topics_of,
     with_event_time,
 )
+from quotagate.usage.schema import USAGE_COLUMNS
 from quotagate.usage.stream import SCHEMA_VERSION, VERSION_FIELD
 
 CELLS_DIR: Final = "cells"
@@ -118,11 +119,14 @@ def stream(spark: SparkSession, options: StreamOptions, out: str | Path) -> None
 
 
 def parse_records(records: DataFrame) -> DataFrame:
-    """Usage events from the topic's records: version 1 only (a record of another version
-    is not misread as this one)."""
+    """Usage events from the topic's records, with the usage columns: version 1 only (a
+    record of another version is not misread as this one)."""
     schema = StructType([*usage_spark_schema().fields, StructField(VERSION_FIELD, IntegerType())])
     parsed = records.select(F.from_json(F.col("value").cast("string"), schema).alias("e"))
-    return parsed.where(F.col(f"e.{VERSION_FIELD}") == SCHEMA_VERSION).select("e.*")
+    # As the batch rollup reads files (events.read_usage): a request before authentication
+    # names nobody and is left out.
+    current = (F.col(f"e.{VERSION_FIELD}") == SCHEMA_VERSION) & (F.col("e.principal") != "")
+    return parsed.where(current).select(*[F.col(f"e.{name}") for name in USAGE_COLUMNS])
 
 
 def refresh_rollup(
