@@ -72,8 +72,10 @@ def main() -> None:
                 for _ in range(2)
             ]
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            # Into a file, never a pipe nobody reads: a full pipe stalls the job's logging.
+            job_log = (work / "stream.log").open("wb")
             job = subprocess.Popen(
-                command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+                command, stdout=job_log, stderr=subprocess.STDOUT, start_new_session=True
             )
             _wait_for((out / "checkpoint" / "offsets").exists, 180, "the query")
             sent, sent_at, publish_cpu = _publish(gateways, template, args.rate, args.seconds)
@@ -81,7 +83,14 @@ def main() -> None:
             for gateway in gateways:
                 gateway.close()
             dropped = sum(g.dropped for g in gateways)
-            _wait_for(lambda: _streamed(out) >= sent - dropped, 600, "every event in the rollup")
+            _wait_for(
+                lambda: _streamed(out) >= sent - dropped or job.poll() is not None,
+                600,
+                "every event in the rollup",
+            )
+            if job.poll() is not None:
+                tail = (work / "stream.log").read_text(errors="replace")[-3000:]
+                raise SystemExit(f"the stream job ended early:\n{tail}")
             delay = time.monotonic() - last_written
             os.killpg(job.pid, signal.SIGTERM)
             job.wait(60)
