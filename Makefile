@@ -30,8 +30,9 @@ test: native tools jars java-drivers harness $(KAFKAJS_STAMP)
 	$(BIN)/mypy
 	$(BIN)/pytest
 
-# Apache Kafka's jars (brokers, tools, the Java clients, Streams) from the Maven files in java/,
-# copied once into a cache outside the checkout (tools/jars.py); `make run` needs none of them.
+# Apache Kafka's jars (brokers, tools, the Java clients, Streams) and Spark's Kafka connector
+# (`pipeline stream`) from the Maven files in java/, copied once into a cache outside the
+# checkout (tools/jars.py); `make run` needs none of them.
 jars: | $(BIN)/python
 	$(BIN)/python tools/jars.py
 

@@ -27,12 +27,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from quotagate.pipeline.generate import GenerateOptions, generate
-from quotagate.pipeline.ingest import gateway_of, ingest, parse_line, write_parsed
-from quotagate.pipeline.recommend import RecommendOptions, recommend
-from quotagate.pipeline.replay import replay
-from quotagate.pipeline.replay_core import replay_frame
-from quotagate.pipeline.report import ReportInputs, report
+from quotagate.pipeline.generate.job import GenerateOptions, generate
+from quotagate.pipeline.ingest.job import gateway_of, ingest, parse_line, write_parsed
+from quotagate.pipeline.recommend.job import RecommendOptions, recommend
+from quotagate.pipeline.replay.core import replay_frame
+from quotagate.pipeline.replay.job import replay
+from quotagate.pipeline.report.job import ReportInputs, report
 from quotagate.pipeline.rollup import rollup
 from quotagate.pipeline.session import spark_session
 from quotagate.usage.schema import USAGE_SCHEMA

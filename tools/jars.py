@@ -1,7 +1,8 @@
 """Java jars the test suite runs, fetched once from Maven Central into a cache.
 
 Each folder of ``java/`` with a ``pom.xml`` names one set of jars (``kafka``: Apache Kafka's
-brokers, tools, client and Streams; ``kafka-3.9``: an older Java client). ``jars_dir(name)``
+brokers, tools, client and Streams; ``kafka-3.9``: an older Java client; ``spark-kafka``:
+Spark's Kafka connector for ``pipeline stream``). ``jars_dir(name)``
 is where that set lives: a folder of the cache named for the pom's content, so a changed pom
 fetches anew and an unchanged one never touches the network again.
 

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 
-from quotagate.pipeline.replay_core import replay_frame
+from quotagate.pipeline.replay.core import replay_frame
 from quotagate.protocol import api_keys
 from quotagate.store.quotas import Change
 

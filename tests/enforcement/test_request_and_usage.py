@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
-from quotagate.pipeline.replay_core import replay_frame
+from quotagate.pipeline.replay.core import replay_frame
 from quotagate.protocol import api_keys
 from quotagate.store.quotas import Change
 from quotagate.usage.schema import USAGE_SCHEMA

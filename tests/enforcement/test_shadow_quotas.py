@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 
 from quotagate.cli import app
 from quotagate.client import ClientQuotaAlteration, SyncAdminClient
-from quotagate.pipeline.replay_core import replay_frame
+from quotagate.pipeline.replay.core import replay_frame
 from quotagate.protocol import api_keys
 from support.greedy import usage_rows
 from support.paced import VALUE, PacedProducer, wire_rate

@@ -23,7 +23,7 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from fuzz.budget import Budget, run_examples
-from quotagate.pipeline.ingest_arrow import parse_block
+from quotagate.pipeline.ingest.arrow import parse_block
 from quotagate.usage.schema import USAGE_SCHEMA
 from support.ingest_rows import ordered, reference
 

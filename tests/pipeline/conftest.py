@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from quotagate.pipeline.generate import GenerateOptions, generate
+from quotagate.pipeline.generate.job import GenerateOptions, generate
 from quotagate.pipeline.session import spark_session
 
 FIXTURES = Path(__file__).parent / "fixtures"

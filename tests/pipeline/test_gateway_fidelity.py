@@ -27,7 +27,7 @@ from quotagate.client import AdminConfig, NewTopic, SyncAdminClient
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.gateway.upstream.channel import build_request
-from quotagate.pipeline.replay import replay
+from quotagate.pipeline.replay.job import replay
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.framing import FrameReader
 from quotagate.protocol.kio_nested import build, nested

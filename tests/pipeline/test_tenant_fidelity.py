@@ -31,10 +31,10 @@ from pyspark.sql import SparkSession
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.pipeline.quotas import parse_quotas
-from quotagate.pipeline.recommend import RecommendOptions, recommend
-from quotagate.pipeline.replay import replay
-from quotagate.pipeline.replay_core import replay_table
-from quotagate.pipeline.report import ReportInputs, report
+from quotagate.pipeline.recommend.job import RecommendOptions, recommend
+from quotagate.pipeline.replay.core import replay_table
+from quotagate.pipeline.replay.job import replay
+from quotagate.pipeline.report.job import ReportInputs, report
 from quotagate.pipeline.rollup import rollup
 from quotagate.pipeline.sharing import replay_groups
 from quotagate.quota import load_quota_file

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import timezone
 from typing import Any
 
-from quotagate.pipeline.ingest import parse_line
+from quotagate.pipeline.ingest.job import parse_line
 from quotagate.usage.schema import USAGE_SCHEMA
 
 Row = tuple[tuple[str, Any], ...]

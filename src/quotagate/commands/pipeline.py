@@ -1,5 +1,6 @@
-"""``quotagate pipeline``: the PySpark stages (generate, ingest, rollup, replay, recommend,
-report, all). Spark and pandas are imported only when a stage runs, so ``--help`` is fast."""
+"""``quotagate pipeline``: the PySpark jobs (generate, ingest, rollup, stream, replay,
+recommend, report, all). Spark and pandas are imported only when a job runs, so ``--help``
+is fast."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from quotagate.commands.option_group import with_options
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from quotagate.pipeline.runner import StageRunner
+    from quotagate.pipeline.runner import JobRunner
 
 app = typer.Typer(
     help="Usage tables, what-if replays and quota recommendations on Spark.",
@@ -36,24 +37,26 @@ QUIET = typer.Option(False, "--quiet", help="No progress bars.")
 
 @dataclass(frozen=True, slots=True)
 class _Spark:
-    """What the Spark options of a stage command say (:func:`_spark_options`)."""
+    """What the Spark options of a job command say (:func:`_spark_options`)."""
 
     master: str
     driver_memory: str
     partitions: int
     quiet: bool
 
-    def runner(self) -> StageRunner:
-        from quotagate.pipeline.runner import SparkOptions, StageRunner  # noqa: PLC0415
+    def runner(self, conf: tuple[tuple[str, str], ...] = ()) -> JobRunner:
+        from quotagate.pipeline.runner import JobRunner, SparkOptions  # noqa: PLC0415
 
-        options = SparkOptions(self.master, self.driver_memory, self.partitions, not self.quiet)
-        return StageRunner(options, _console)
+        options = SparkOptions(
+            self.master, self.driver_memory, self.partitions, not self.quiet, conf
+        )
+        return JobRunner(options, _console)
 
-    def run(self, description: str, stage: Callable[[SparkSession], T]) -> T:
-        """One stage on its own SparkSession, stopped afterwards even when the stage fails."""
+    def run(self, description: str, job: Callable[[SparkSession], T]) -> T:
+        """One job on its own SparkSession, stopped afterwards even when the job fails."""
         runner = self.runner()
         try:
-            return runner.run(description, stage)
+            return runner.run(description, job)
         finally:
             runner.stop()
 
@@ -108,8 +111,8 @@ def generate(
     spark: _Spark,
 ) -> None:
     """Synthetic usage events: heavy-tailed clients, bursts, a daily cycle, admin storms."""
-    from quotagate.pipeline.generate import GenerateOptions  # noqa: PLC0415
-    from quotagate.pipeline.generate import generate as run  # noqa: PLC0415
+    from quotagate.pipeline.generate.job import GenerateOptions  # noqa: PLC0415
+    from quotagate.pipeline.generate.job import generate as run  # noqa: PLC0415
 
     options = GenerateOptions(events, seed, users, _epoch_ms(start), duration_s)
     written = spark.run("generate", lambda session: run(session, options, out))
@@ -127,7 +130,7 @@ def ingest(
     spark: _Spark,
 ) -> None:
     """Kafka request logs (text < 2.8, KIP-673 JSON >= 2.8) to usage events."""
-    from quotagate.pipeline.ingest import ingest as run  # noqa: PLC0415
+    from quotagate.pipeline.ingest.job import ingest as run  # noqa: PLC0415
 
     if not -24 < tz_offset_h < 24:
         raise typer.BadParameter("must be between -24 and 24 hours", param_hint="--tz-offset-h")
@@ -171,6 +174,104 @@ def rollup(
 @app.command()
 @_with_spark
 @_guarded
+def stream(
+    bootstrap_servers: Annotated[
+        str, typer.Argument(help="The usage topic's cluster, host:port,…")
+    ],
+    topic: Annotated[str, typer.Argument(help="The usage topic ([usage] topic).")],
+    out: Annotated[Path, typer.Argument(help="Output directory: rollup/, cells/ and checkpoint/.")],
+    quotas: Annotated[
+        Path | None, typer.Option("--quotas", help="Group by this quota file's sharing keys.")
+    ] = None,
+    level: str = typer.Option(
+        "user", "--level", help="Without --quotas: user, client-id or 'user,client-id'."
+    ),
+    trigger_s: float = typer.Option(10.0, "--trigger-s", min=0.1, help="Micro-batch interval."),
+    watermark_s: float = typer.Option(
+        600.0, "--watermark-s", min=0, help="How late an event may arrive and still count."
+    ),
+    available_now: bool = typer.Option(
+        False, "--available-now", help="Process what the topic holds now, then stop."
+    ),
+    max_offsets: int | None = typer.Option(
+        None, "--max-offsets-per-trigger", min=1, help="Records per micro-batch at most."
+    ),
+    jars: str | None = typer.Option(
+        None, "--jars", help="Spark's Kafka connector: a directory of jars, or jar paths a,b."
+    ),
+    packages: str | None = typer.Option(
+        None,
+        "--packages",
+        help="Spark's Kafka connector from Maven Central, e.g. "
+        "org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>.",
+    ),
+    kafka_option: list[str] = typer.Option(  # noqa: B008
+        [], "--kafka-option", help="key=value for the Kafka client, e.g. security.protocol=SSL."
+    ),
+    *,
+    spark: _Spark,
+) -> None:
+    """Keep the rollup tables current from the usage topic (Structured Streaming)."""
+    from quotagate.pipeline.errors import PipelineError  # noqa: PLC0415
+    from quotagate.pipeline.levels import check_level  # noqa: PLC0415
+    from quotagate.pipeline.quotas import read_quota_text  # noqa: PLC0415
+    from quotagate.pipeline.stream.job import StreamOptions  # noqa: PLC0415
+    from quotagate.pipeline.stream.job import stream as run  # noqa: PLC0415
+
+    check_level(level)
+    kafka_options = {}
+    for item in kafka_option:
+        key, equals, value = item.partition("=")
+        if not equals or not key:
+            raise PipelineError(
+                f"--kafka-option {item!r}: write key=value, e.g. sasl.mechanism=PLAIN"
+            )
+        kafka_options[key] = value
+    conf: list[tuple[str, str]] = []
+    if jars:
+        conf.append(("spark.jars", _jar_list(jars)))
+    if packages:
+        conf.append(("spark.jars.packages", packages))
+    options = StreamOptions(
+        bootstrap_servers,
+        topic,
+        quota_text=read_quota_text(quotas) if quotas else None,
+        level=level,
+        trigger_s=trigger_s,
+        watermark_s=watermark_s,
+        available_now=available_now,
+        max_offsets_per_trigger=max_offsets,
+        kafka_options=kafka_options,
+    )
+    runner = spark.runner(tuple(conf))
+    try:
+        runner.run("stream", lambda session: run(session, options, out))
+    finally:
+        runner.stop()
+    _console.print(f"[bold green]streamed[/] into {out / 'rollup'}")
+
+
+def _jar_list(jars: str) -> str:
+    """``--jars``: a directory means every jar in it."""
+    from quotagate.pipeline.errors import PipelineError  # noqa: PLC0415
+
+    paths: list[str] = []
+    for part in (p.strip() for p in jars.split(",") if p.strip()):
+        path = Path(part)
+        if path.is_dir():
+            paths.extend(str(jar) for jar in sorted(path.glob("*.jar")))
+        elif path.is_file():
+            paths.append(str(path))
+        else:
+            raise PipelineError(f"--jars {part}: no such jar or directory")
+    if not paths:
+        raise PipelineError(f"--jars {jars}: no jar found there")
+    return ",".join(paths)
+
+
+@app.command()
+@_with_spark
+@_guarded
 def replay(
     events: Annotated[Path, typer.Argument(help="Usage-event directory.")],
     quotas: Annotated[Path, typer.Argument(help="Candidate quota file.")],
@@ -184,7 +285,7 @@ def replay(
     """What the candidate quotas would have done to the recorded traffic."""
     from quotagate.pipeline.events import check_usage_dataset  # noqa: PLC0415
     from quotagate.pipeline.quotas import read_quota_text  # noqa: PLC0415
-    from quotagate.pipeline.replay import replay as run  # noqa: PLC0415
+    from quotagate.pipeline.replay.job import replay as run  # noqa: PLC0415
 
     check_usage_dataset(events)
     text = read_quota_text(quotas)
@@ -212,8 +313,8 @@ def recommend(
     spark: _Spark,
 ) -> None:
     """Quota values (and KIP-599 rate and burst) from observed usage, with headroom."""
-    from quotagate.pipeline.recommend import RecommendOptions  # noqa: PLC0415
-    from quotagate.pipeline.recommend import recommend as run  # noqa: PLC0415
+    from quotagate.pipeline.recommend.job import RecommendOptions  # noqa: PLC0415
+    from quotagate.pipeline.recommend.job import recommend as run  # noqa: PLC0415
 
     options = RecommendOptions(percentile, headroom, max_window_num, not no_default)
     summary = spark.run("recommend", lambda session: run(session, rollup_dir, out, options))
@@ -236,8 +337,8 @@ def report(
     ] = None,
 ) -> None:
     """One self-contained HTML report with plots (no Spark needed)."""
-    from quotagate.pipeline.report import ReportInputs  # noqa: PLC0415
-    from quotagate.pipeline.report import report as run  # noqa: PLC0415
+    from quotagate.pipeline.report.job import ReportInputs  # noqa: PLC0415
+    from quotagate.pipeline.report.job import report as run  # noqa: PLC0415
 
     inputs = ReportInputs(rollup_dir, replay_dir, recommendation, ingest_report)
     _show("report written", {"file": run(inputs, out)})
@@ -247,7 +348,7 @@ def report(
 @_with_spark
 @_guarded
 def run_all(
-    out: Annotated[Path, typer.Argument(help="Output directory for every stage.")],
+    out: Annotated[Path, typer.Argument(help="Output directory for every job.")],
     events: Annotated[Path | None, typer.Option("--events", help="Usage-event directory.")] = None,
     logs: Annotated[
         Path | None, typer.Option("--logs", help="Request logs to ingest first.")
@@ -263,12 +364,12 @@ def run_all(
     spark: _Spark,
 ) -> None:
     """ingest (with --logs) → rollup → recommend → replay → report, into OUT."""
-    from quotagate.pipeline.all_stages import AllOptions, run_all_stages  # noqa: PLC0415
+    from quotagate.pipeline.all_jobs import AllOptions, run_all_jobs  # noqa: PLC0415
 
     options = AllOptions(events, logs, quotas, closed_loop, percentile, headroom)
-    runner = spark.runner()  # one session for every stage
+    runner = spark.runner()  # one session for every job
     try:
-        html = run_all_stages(runner, options, out)
+        html = run_all_jobs(runner, options, out)
     finally:
         runner.stop()
     _show("pipeline done", {"report": html})

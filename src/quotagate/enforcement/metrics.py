@@ -41,7 +41,7 @@ from prometheus_client.registry import Collector
 from quotagate.enforcement.shadow import COUNTERS as SHADOW_COUNTERS
 from quotagate.quota import QuotaManagers, TopicBytesInQuota
 from quotagate.quota.java import UNBOUNDED
-from quotagate.usage.writer import UsageWriter
+from quotagate.usage.sink import UsageSink
 
 _LABELS = ["user", "client_id"]
 
@@ -56,7 +56,7 @@ class QuotaState(Protocol):
     @property
     def topic_quota(self) -> TopicBytesInQuota: ...
     @property
-    def usage(self) -> UsageWriter | None: ...
+    def usage(self) -> UsageSink | None: ...
     @property
     def topic_refusals(self) -> int: ...
     @property

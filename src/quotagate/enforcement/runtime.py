@@ -28,6 +28,7 @@ from quotagate.enforcement.ticket import TICKET_KEY, QuotaTicket
 from quotagate.enforcement.topic_admission import TopicAdmission
 from quotagate.enforcement.upstream_facts import UpstreamFacts, refresh_forever
 from quotagate.fleet.settings import FleetSettings
+from quotagate.fleet.topic_publisher import TopicPublisher
 from quotagate.gateway import (
     ConnectionLimits,
     Exchange,
@@ -37,6 +38,8 @@ from quotagate.gateway import (
 )
 from quotagate.quota import QuotaManagers, TopicBytesInQuota, principal_user
 from quotagate.store.backends import QuotaBackend, open_quota_store
+from quotagate.usage import stream
+from quotagate.usage.sink import Both, UsageSink
 from quotagate.usage.writer import UsageWriter, UsageWriterSettings
 
 log = logging.getLogger(__name__)
@@ -143,12 +146,12 @@ class QuotaRuntime:
         )
 
     @property
-    def usage(self) -> UsageWriter | None:
-        """The usage-event writer, while started with ``[usage] path`` set."""
+    def usage(self) -> UsageSink | None:
+        """Where usage events go, while started with a ``[usage]`` sink."""
         return self.response_throttle.usage
 
     @usage.setter
-    def usage(self, writer: UsageWriter | None) -> None:
+    def usage(self, writer: UsageSink | None) -> None:
         self.response_throttle.usage = writer
 
     @property
@@ -170,6 +173,39 @@ class QuotaRuntime:
     def topic_refusals(self) -> int:
         return self.topic_admission.refusals
 
+    def _usage_sink(self) -> UsageSink | None:
+        """The Parquet writer, the Kafka usage topic's publisher, both, or None (``[usage]``)."""
+        usage = self.settings.usage
+        files: UsageSink | None = None
+        if usage.to_files:
+            assert usage.path is not None  # to_files says so
+            files = UsageWriter(
+                UsageWriterSettings(
+                    directory=usage.path,
+                    gateway_id=self.gateway_id,
+                    roll_interval_s=usage.roll_interval_s,
+                    roll_bytes=usage.roll_bytes,
+                    queue_size=usage.queue_size,
+                )
+            )
+        if not usage.to_kafka:
+            return files
+        if usage.bootstrap_servers is not None:
+            bootstrap, security = usage.bootstrap_servers, usage.security
+        else:
+            bootstrap = ",".join(str(address) for address in self.bootstrap)
+            security = self.upstream_security
+        topic: UsageSink = TopicPublisher(
+            bootstrap,
+            usage.topic,
+            stream.record,
+            client_config=security.librdkafka_config() if security is not None else None,
+            client_id=f"quotagate-usage-{self.gateway_id}",
+            partitions=usage.partitions,
+            queue_size=usage.queue_size,
+        )
+        return topic if files is None else Both(files, topic)
+
     def fleet_now_ms(self) -> int:
         """Peers' usage is recorded at this worker's decision time, never behind it."""
         return max(self.last_now_ms, _wall_ms())
@@ -180,17 +216,7 @@ class QuotaRuntime:
         if self._started:
             return
         self._started = True
-        usage = self.settings.usage
-        if usage.path is not None:
-            self.usage = UsageWriter(
-                UsageWriterSettings(
-                    directory=usage.path,
-                    gateway_id=self.gateway_id,
-                    roll_interval_s=usage.roll_interval_s,
-                    roll_bytes=usage.roll_bytes,
-                    queue_size=usage.queue_size,
-                )
-            )
+        self.usage = self._usage_sink()
         loop = asyncio.get_running_loop()
         watch = getattr(self.store_sync.store, "watch", None)
         if watch is not None:

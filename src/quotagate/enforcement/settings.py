@@ -19,6 +19,11 @@ Kafka's broker property names where Kafka has one::
     "roll.interval.seconds" = 300
     "roll.bytes" = 134217728
     "queue.size" = 200000
+    sink = "parquet"                         # or "kafka", or ["parquet", "kafka"]
+    topic = "quotagate-usage"                # sink = "kafka": the usage topic (usage/stream.py)
+    partitions = 6                           # when the gateway creates the topic
+    "bootstrap.servers" = "host:9092"        # another cluster (default: the upstream), with
+    "security.protocol" = "SASL_SSL"         # [upstream]'s security keys, not inherited
 """
 
 from __future__ import annotations
@@ -30,13 +35,25 @@ from pathlib import Path
 from typing import Any, Final
 
 from quotagate.fleet.settings import USAGE_TRIMS, FleetSettings
-from quotagate.gateway import ConfigError, GatewayConfig, KeySpec, integer, parse_section
+from quotagate.gateway import (
+    SECURITY_KEYS,
+    ConfigError,
+    GatewayConfig,
+    KeySpec,
+    UpstreamSecurity,
+    UpstreamSecurityError,
+    integer,
+    parse_section,
+    parse_upstream_security,
+)
 from quotagate.quota.principal_list import check_principals
 from quotagate.security.tenant_mapping import InvalidRuleError, TenantMapper
 
 QUOTAS_SECTION: Final = "quotas"
 USAGE_SECTION: Final = "usage"
 FLEET_SECTION: Final = "fleet"
+PARQUET: Final = "parquet"
+KAFKA: Final = "kafka"
 REJECT: Final = "reject"
 THROTTLE: Final = "throttle"
 
@@ -48,6 +65,22 @@ class UsageSettings:
     roll_interval_s: float = 300.0
     roll_bytes: int = 128 * 1024 * 1024
     queue_size: int = 200_000
+    sinks: frozenset[str] = frozenset({PARQUET})
+    """Parquet files under ``path``, the Kafka usage topic, or both."""
+    topic: str = "quotagate-usage"
+    partitions: int = 6
+    bootstrap_servers: str | None = None
+    """The usage topic's cluster; None: the upstream."""
+    security: UpstreamSecurity | None = None
+    """With ``bootstrap_servers``: that cluster's security, from [upstream]'s keys in [usage]."""
+
+    @property
+    def to_kafka(self) -> bool:
+        return KAFKA in self.sinks
+
+    @property
+    def to_files(self) -> bool:
+        return PARQUET in self.sinks and self.path is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +106,30 @@ class QuotaSettings:
         cls, quotas: Mapping[str, Any], usage: Mapping[str, Any] | None = None
     ) -> QuotaSettings:
         values = parse_section(QUOTAS_SECTION, dict(quotas), _QUOTA_KEYS)
-        usage_values = parse_section(USAGE_SECTION, dict(usage or {}), _USAGE_KEYS)
-        return cls(usage=UsageSettings(**usage_values), **values)
+        return cls(usage=_usage_settings(dict(usage or {})), **values)
+
+
+def _usage_settings(section: dict[str, Any]) -> UsageSettings:
+    security_keys = {key: section.pop(key) for key in list(section) if key in SECURITY_KEYS}
+    values = parse_section(USAGE_SECTION, section, _USAGE_KEYS)
+    usage = UsageSettings(**values)
+    if security_keys and usage.bootstrap_servers is None:
+        raise ConfigError(
+            f"[usage] {', '.join(sorted(security_keys))}: security keys in [usage] are for "
+            'another cluster: set [usage] "bootstrap.servers" too, or move them to [upstream]'
+        )
+    if usage.bootstrap_servers is not None:
+        try:
+            security = parse_upstream_security(security_keys)
+        except UpstreamSecurityError as exc:
+            raise ConfigError(f"[usage]: {str(exc).replace('[upstream]', '[usage]')}") from None
+        usage = dataclasses.replace(usage, security=security)
+    if PARQUET in usage.sinks and usage.path is None and "sink" in section:
+        raise ConfigError(
+            '[usage] sink names "parquet" but no path is set: add path = "usage" (the '
+            'directory the Parquet files go to), or set sink = "kafka"'
+        )
+    return usage
 
 
 def fleet_settings(config: GatewayConfig) -> FleetSettings:
@@ -209,8 +264,35 @@ _FLEET_KEYS: Final[dict[str, KeySpec]] = {
     "usage.trim": ("usage_trim", _usage_trim),
     "replication.factor": ("replication_factor", _replication_factor),
 }
+
+
+def _sinks(key: str, value: Any) -> frozenset[str]:
+    names = [value] if isinstance(value, str) else value
+    if (
+        not isinstance(names, list)
+        or not names
+        or not all(name in (PARQUET, KAFKA) for name in names)
+    ):
+        raise ConfigError(
+            f'{key} = {value!r} must be "{PARQUET}", "{KAFKA}" or both, e.g. '
+            f'{key} = ["{PARQUET}", "{KAFKA}"]'
+        )
+    return frozenset(names)
+
+
+def _bootstrap(key: str, value: Any) -> str:
+    parts = value.split(",") if isinstance(value, str) else []
+    if not parts or not all(p.strip().rpartition(":")[2].isdigit() for p in parts):
+        raise ConfigError(f'{key} = {value!r} must list host:port pairs, e.g. {key} = "kafka:9092"')
+    return ",".join(p.strip() for p in parts)
+
+
 _USAGE_KEYS: Final[dict[str, KeySpec]] = {
     "path": ("path", _path),
+    "sink": ("sinks", _sinks),
+    "topic": ("topic", _name),
+    "partitions": ("partitions", integer(1, 10_000)),
+    "bootstrap.servers": ("bootstrap_servers", _bootstrap),
     "roll.interval.seconds": ("roll_interval_s", _positive),
     "roll.bytes": ("roll_bytes", integer(1)),
     "queue.size": ("queue_size", integer(1)),

@@ -20,7 +20,7 @@ from quotagate.gateway import ConnectionInfo, Exchange, Stage
 from quotagate.protocol import api_table
 from quotagate.quota import NOT_ADMITTED, Cause, QuotaManagers, decide
 from quotagate.quota.throttle_choice import TENANT_CAUSES
-from quotagate.usage.writer import UsageWriter
+from quotagate.usage.sink import UsageSink
 
 _DECIDED_ON_ARRIVAL = frozenset({Cause.CONTROLLER_MUTATION, Cause.TENANT_CONTROLLER_MUTATION})
 """Throttles whose clock Kafka starts before the upstream work: the controller's check."""
@@ -35,8 +35,8 @@ class ResponseThrottle:
     def __init__(self, managers: QuotaManagers, gateway_id: str) -> None:
         self.managers = managers
         self.gateway_id = gateway_id
-        self.usage: UsageWriter | None = None
-        """Set while the runtime runs with ``[usage] path``."""
+        self.usage: UsageSink | None = None
+        """Set while the runtime runs with a ``[usage]`` sink."""
         self.topic_throttles = 0
         self.shadow: ShadowQuotas | None = None
         """The shadow set while it holds a quota (:meth:`set_shadow`); None costs nothing."""

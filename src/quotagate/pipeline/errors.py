@@ -1,4 +1,4 @@
-"""The one exception a pipeline stage raises for bad input or configuration."""
+"""The one exception a pipeline job raises for bad input or configuration."""
 
 from __future__ import annotations
 

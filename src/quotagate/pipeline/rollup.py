@@ -15,7 +15,7 @@ for a template at one entity level when there is none. Tables written under ``ou
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812
@@ -33,6 +33,19 @@ from quotagate.quota.quota_file import broker_table
 
 KEY_COLUMNS = ["quota_type", "share_user", "share_client", "entity_user", "entity_client"]
 PERCENTILES = (0.5, 0.9, 0.95, 0.99)
+CELL_COLUMNS: Final = (
+    "principal",
+    "client_id",
+    "tenant",
+    "api_key",
+    "api_version",
+    "acks",
+    "follower",
+    "validate_only",
+    "throttle_cause",
+)
+"""What a cell groups by besides its window: everything the charging and the throttle of an
+event depend on, so that one cell is charged exactly as each of its events would be."""
 
 
 def rollup(
@@ -43,42 +56,64 @@ def rollup(
     quota_text: str | None = None,
     level: str = "user",
 ) -> dict[str, Any]:
+    """Read the usage events under ``events_path`` and write the tables of the module's
+    docstring under ``out``; returns the summary. ``quota_text``: group by the sharing keys
+    of that quota file (its limits kept); else by a template at ``level``."""
+    quota_file = parse_quotas(quota_text if quota_text else template_quota_text(level))
+    window_s = window_seconds(quota_file)
+    events = read_usage(spark, events_path)
+    # Every table is computed from these few rows per (client, kind of request, topic,
+    # window), the rows the stream job keeps (pipeline.stream): both write equal tables.
+    rows = cell_rows(with_event_time(events), window_s).cache()
+    try:
+        return rollup_cells(
+            spark, cells_of(rows), topics_of(rows), out, quota_text=quota_text, level=level
+        )
+    finally:
+        rows.unpersist()
 
+
+def rollup_cells(
+    spark: SparkSession,
+    cells: DataFrame,
+    topics: DataFrame,
+    out: str | Path,
+    *,
+    quota_text: str | None = None,
+    level: str = "user",
+) -> dict[str, Any]:
+    """The rollup's tables from usage cells (:func:`usage_cells`) and topic cells
+    (:func:`topic_cells`) of one window size."""
     out = Path(out)
     configured = bool(quota_text)
     quota_file = parse_quotas(quota_text if quota_text else template_quota_text(level))
     window_s = window_seconds(quota_file)
     window_num = int(quota_file.gateway.get(WINDOW_NUM, 11))
-    events = read_usage(spark, events_path)
-    events = events.withColumn(
-        "window_start_ms", F.floor(F.col("ts_ms") / (window_s * 1000)) * (window_s * 1000)
-    ).cache()
-    keys = _key_table(spark, events, quota_text if configured else None, level)
+    keys = _key_table(spark, cells, quota_text if configured else None, level)
 
-    windows = _windows(events, keys, window_s, window_num)
+    windows = per_window(cells, keys, window_s, window_num)
     windows.write.mode("overwrite").parquet(str(out / "windows"))
     windows = spark.read.parquet(str(out / "windows"))
-    _topics(events, window_s).write.mode("overwrite").parquet(str(out / "topics"))
-    entities = _entities(windows).coalesce(1)
+    per_topic(topics, window_s).write.mode("overwrite").parquet(str(out / "topics"))
+    entities = per_entity(windows).coalesce(1)
     entities.write.mode("overwrite").parquet(str(out / "entities"))
 
     tenants = tenant_rollup(
-        events,
+        cells,
         out / TENANTS_DIR,
         window_s,
         window_num,
         quota_file if configured else None,
-        measures=_measures,
-        entities=_entities,
+        measures=measures,
+        entities=per_entity,
     )
-    span = events.agg(F.min("ts_ms"), F.max("ts_ms"), F.count(F.lit(1))).first()
+    span = cells.agg(F.min("first_ts_ms"), F.max("last_ts_ms"), F.sum("requests")).first()
     per_type = {
         row["quota_type"]: int(row["count"])
         for row in spark.read.parquet(str(out / "entities")).groupBy("quota_type").count().collect()
     }
-    events.unpersist()
     summary = {
-        "events": int(span[2]) if span else 0,
+        "events": int(span[2]) if span and span[2] is not None else 0,
         "first_ts_ms": span[0] if span else None,
         "last_ts_ms": span[1] if span else None,
         "window_seconds": window_s,
@@ -95,14 +130,96 @@ def rollup(
     return summary
 
 
+def with_event_time(events: DataFrame) -> DataFrame:
+    """The events with ``event_time``, the timestamp of ``ts_ms`` that windows are cut on."""
+    return events.withColumn("event_time", F.timestamp_millis(F.col("ts_ms")))
+
+
+def cell_rows(events: DataFrame, window_s: int) -> DataFrame:
+    """Events summed per :data:`CELL_COLUMNS`, ``topic`` and event-time window
+    (``window_start_ms``). An event counts once, on the row of its first topic (or its only
+    row, ``topic`` null, when it names none): ``requests``, the byte, time and mutation sums
+    the quotas charge, the throttle and the requests throttled; ``topic_bytes`` is the bytes
+    each topic got, and ``first_ts_ms``/``last_ts_ms`` bound the events. ``events`` needs an
+    ``event_time`` column (:func:`with_event_time`); a stream's may carry a watermark, as the
+    only aggregation it does is this one."""
+    first = F.col("pos").isNull() | (F.col("pos") == 0)
+
+    def once(column: Column) -> Column:
+        return F.sum(F.when(first, column).otherwise(F.lit(0)).cast("long"))
+
+    return (
+        events.select("*", F.posexplode_outer("topics").alias("pos", "t"))
+        .groupBy(
+            F.window("event_time", f"{window_s} seconds").alias("w"),
+            *CELL_COLUMNS,
+            F.col("t.topic").alias("topic"),
+        )
+        .agg(
+            once(F.lit(1)).alias("requests"),
+            once(F.col("request_bytes")).alias("request_bytes"),
+            once(F.col("response_bytes")).alias("response_bytes"),
+            once(F.col("gateway_time_us") + F.col("upstream_time_us")).alias("time_us"),
+            once(F.col("partition_mutations")).alias("partition_mutations"),
+            once(F.col("throttle_ms")).alias("throttle_ms"),
+            once((F.col("throttle_ms") > 0).cast("long")).alias("throttled_requests"),
+            F.min("ts_ms").alias("first_ts_ms"),
+            F.max("ts_ms").alias("last_ts_ms"),
+            F.sum(F.col("t.bytes").cast("long")).alias("topic_bytes"),
+        )
+        .withColumn("window_start_ms", F.unix_millis(F.col("w.start")))
+        .drop("w")
+    )
+
+
+CELL_SUMS: Final = (
+    "requests",
+    "request_bytes",
+    "response_bytes",
+    "time_us",
+    "partition_mutations",
+    "throttle_ms",
+    "throttled_requests",
+)
+
+
+def cells_of(rows: DataFrame) -> DataFrame:
+    """Usage cells: :func:`cell_rows` summed over topics, one row per
+    (:data:`CELL_COLUMNS`, window)."""
+    return rows.groupBy("window_start_ms", *CELL_COLUMNS).agg(
+        *[F.sum(name).alias(name) for name in CELL_SUMS],
+        F.min("first_ts_ms").alias("first_ts_ms"),
+        F.max("last_ts_ms").alias("last_ts_ms"),
+    )
+
+
+def topics_of(rows: DataFrame) -> DataFrame:
+    """Topic cells: bytes per (topic, window) from :func:`cell_rows`."""
+    return (
+        rows.where(F.col("topic").isNotNull())
+        .groupBy("topic", "window_start_ms")
+        .agg(F.sum("topic_bytes").alias("bytes"))
+    )
+
+
+def usage_cells(events: DataFrame, window_s: int) -> DataFrame:
+    """:func:`cells_of` the events' :func:`cell_rows`."""
+    return cells_of(cell_rows(events, window_s))
+
+
+def topic_cells(events: DataFrame, window_s: int) -> DataFrame:
+    """:func:`topics_of` the events' :func:`cell_rows`."""
+    return topics_of(cell_rows(events, window_s))
+
+
 def _key_table(
-    spark: SparkSession, events: DataFrame, quota_text: str | None, level: str
+    spark: SparkSession, cells: DataFrame, quota_text: str | None, level: str
 ) -> DataFrame:
     """The engine's sharing key (and limit) for every observed (principal, client id)."""
     quota_file = parse_quotas(quota_text if quota_text else template_quota_text(level))
     pairs = [
         (row.principal, row.client_id)
-        for row in events.select("principal", "client_id").distinct().collect()
+        for row in cells.select("principal", "client_id").distinct().collect()
     ]
     rows = [
         (
@@ -124,21 +241,18 @@ def _key_table(
     )
 
 
-def _measures(events: DataFrame) -> DataFrame:
-    """One row per (event, quota type it is charged to), with the recorded unit."""
+def measures(cells: DataFrame) -> DataFrame:
+    """One row per (cell, quota type its requests are charged to): the charged ``value`` in
+    the quota's unit, ``requests``, and the throttle of that quota type."""
 
-    events = _with_charging(events)
+    cells = _with_charging(cells)
     other = F.col("other_quota")
     percent_per_us = nanos_to_percentage(1000)
     mutations = (int(OtherQuota.STRICT_MUTATION), int(OtherQuota.PERMISSIVE_MUTATION))
     charged: list[tuple[str, Column, Column]] = [
         ("produce", other == int(OtherQuota.PRODUCE), F.col("request_bytes").cast("double")),
         ("fetch", other == int(OtherQuota.FETCH), F.col("response_bytes").cast("double")),
-        (
-            "request",
-            F.col("request_time"),
-            (F.col("gateway_time_us") + F.col("upstream_time_us")) * percent_per_us,
-        ),
+        ("request", F.col("request_time"), F.col("time_us") * percent_per_us),
         (
             "controller_mutation",
             other.isin(*mutations),
@@ -152,23 +266,27 @@ def _measures(events: DataFrame) -> DataFrame:
                 F.struct(
                     F.lit(name).alias("quota_type"),
                     value.alias("value"),
+                    F.col("requests"),
                     F.when(F.col("throttle_cause") == name, F.col("throttle_ms"))
                     .otherwise(0)
                     .alias("throttle_ms"),
+                    F.when(F.col("throttle_cause") == name, F.col("throttled_requests"))
+                    .otherwise(0)
+                    .alias("throttled_requests"),
                 ),
             )
             for name, condition, value in charged
         ]
     )
     return (
-        events.select("principal", "client_id", "window_start_ms", F.explode(entries).alias("m"))
+        cells.select("principal", "client_id", "window_start_ms", F.explode(entries).alias("m"))
         .where(F.col("m").isNotNull())
         .select("principal", "client_id", "window_start_ms", "m.*")
     )
 
 
 def _with_charging(events: DataFrame) -> DataFrame:
-    """Each event with the engine's charging of its kind of request (``request_rules``):
+    """Each event (or cell) with the engine's charging of its kind of request (``request_rules``):
     classified once per distinct kind on the driver and broadcast, never restated in Spark."""
     # Nulls never match in an equi-join: the kind key uses -2 for "no acks".
     keyed = (
@@ -197,8 +315,10 @@ def _with_charging(events: DataFrame) -> DataFrame:
     )
 
 
-def _windows(events: DataFrame, keys: DataFrame, window_s: int, window_num: int) -> DataFrame:
-
+def per_window(cells: DataFrame, keys: DataFrame, window_s: int, window_num: int) -> DataFrame:
+    """Per (quota type, sharing key, window): value, rate, requests and throttles, and the
+    ``sustained_rate`` over the last ``window_num - 1`` windows. ``keys``: the sharing key
+    (and limit) of every (principal, client id, quota type), as :func:`_key_table` makes."""
     # With quota.window.num = 1 there are no earlier windows: the window is its own history.
     span_ms = max(window_num - 1, 1) * window_s * 1000
     sustained = (
@@ -207,34 +327,32 @@ def _windows(events: DataFrame, keys: DataFrame, window_s: int, window_num: int)
         .rangeBetween(-(span_ms - window_s * 1000), 0)
     )
     return (
-        _measures(events)
+        measures(cells)
         .join(F.broadcast(keys), ["principal", "client_id", "quota_type"])
         .groupBy(*KEY_COLUMNS, "quota_limit", "window_start_ms")
         .agg(
             F.sum("value").alias("value"),
-            F.count(F.lit(1)).alias("requests"),
+            F.sum("requests").alias("requests"),
             F.sum("throttle_ms").cast("long").alias("throttle_ms"),
-            F.sum((F.col("throttle_ms") > 0).cast("long")).alias("throttled_requests"),
+            F.sum("throttled_requests").cast("long").alias("throttled_requests"),
         )
         .withColumn("rate", F.col("value") / window_s)
         .withColumn("sustained_rate", F.sum("value").over(sustained) / (span_ms / 1000))
     )
 
 
-def _topics(events: DataFrame, window_s: int) -> DataFrame:
-
+def per_topic(topic_cells: DataFrame, window_s: int) -> DataFrame:
+    """Produce bytes and rate per (topic, window), from topic cells (:func:`topic_cells`)."""
     return (
-        events.where(F.size("topics") > 0)
-        .select("window_start_ms", F.explode("topics").alias("t"))
-        .groupBy(F.col("t.topic").alias("topic"), "window_start_ms")
-        .agg(F.sum(F.col("t.bytes").cast("long")).alias("bytes"))
+        topic_cells.groupBy("topic", "window_start_ms")
+        .agg(F.sum("bytes").cast("long").alias("bytes"))
         .withColumn("rate", F.col("bytes") / window_s)
     )
 
 
-def _entities(windows: DataFrame) -> DataFrame:
-    """Percentiles over a key's *active* windows: idle time says nothing about the quota
-    a client needs while it works."""
+def per_entity(windows: DataFrame) -> DataFrame:
+    """Totals and rate percentiles per (quota type, sharing key), over the key's *active*
+    windows: idle time says nothing about the quota a client needs while it works."""
 
     aggregates = [
         F.sum("value").alias("total"),

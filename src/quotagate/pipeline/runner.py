@@ -1,4 +1,4 @@
-"""Running a stage for the CLI: one SparkSession, a progress bar, and errors made readable.
+"""Running a job for the CLI: one SparkSession, a progress bar, and errors made readable.
 
 Spark reports failures as Java exceptions wrapping Python ones; a user needs the one line
 that says what was wrong, not two screens of JVM frames.
@@ -33,10 +33,12 @@ class SparkOptions:
     driver_memory: str = DEFAULT_DRIVER_MEMORY
     shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS
     progress: bool = True
+    conf: tuple[tuple[str, str], ...] = ()
+    """Further Spark settings (``spark.jars`` for the stream job's connector)."""
 
 
-class StageRunner:
-    """Starts Spark lazily (report never needs it) and runs stages with progress."""
+class JobRunner:
+    """Starts Spark lazily (report never needs it) and runs jobs with progress."""
 
     def __init__(self, options: SparkOptions, console: Console | None = None) -> None:
         self.options = options
@@ -51,16 +53,17 @@ class StageRunner:
                     self.options.master,
                     driver_memory=self.options.driver_memory,
                     shuffle_partitions=self.options.shuffle_partitions,
+                    conf=dict(self.options.conf),
                 )
         return self._spark
 
-    def run(self, description: str, stage: Callable[[SparkSession], T]) -> T:
+    def run(self, description: str, job: Callable[[SparkSession], T]) -> T:
         spark = self.spark
         try:
             with spark_progress(
                 spark, description, console=self.console, enabled=self.options.progress
             ):
-                return stage(spark)
+                return job(spark)
         except PipelineError:
             raise
         except Exception as exc:

@@ -1,9 +1,10 @@
-"""The SparkSession every stage runs on, tuned for a small machine by default."""
+"""The SparkSession every job runs on, tuned for a small machine by default."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -19,6 +20,7 @@ def spark_session(
     app_name: str = "quotagate-pipeline",
     driver_memory: str = DEFAULT_DRIVER_MEMORY,
     shuffle_partitions: int = DEFAULT_SHUFFLE_PARTITIONS,
+    conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
     """Start (or reuse) a SparkSession.
 
@@ -27,6 +29,7 @@ def spark_session(
     scheduling, so all three are turned down here. On a cluster the executors must reach
     the driver, so only a ``local`` master binds it to loopback; elsewhere Spark's own
     choice stands (``SPARK_LOCAL_IP`` / ``spark.driver.host`` as the operator sets them).
+    ``conf``: further settings (the stream job's ``spark.jars``), applied last.
     """
     local = master.startswith("local")
     if local:
@@ -54,6 +57,8 @@ def spark_session(
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1"
         )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")
     return spark

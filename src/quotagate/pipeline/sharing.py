@@ -70,7 +70,7 @@ def replay_groups(
     the pairs of one tenant share its sensors and join one group (without tenant quotas the
     tenant level records nothing and the groups are the clients' alone). When the file gives
     ``tenant.mapping.rules``, its rules name every pair's tenant instead, as the replay
-    charges them (``replay_core``), and the recorded tenants are not read.
+    charges them (``replay.core``), and the recorded tenants are not read.
     """
     managers = managers_by_type(quota_file)
     enabled = [m for m in managers.values() if m.quotas_enabled]

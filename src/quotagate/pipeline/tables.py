@@ -1,4 +1,4 @@
-"""Small helpers for the Parquet tables and JSON summaries stages write."""
+"""Small helpers for the Parquet tables and JSON summaries jobs write."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def read_table(path: Path) -> pd.DataFrame:
-    """A (small) Parquet table written by a stage, as pandas."""
+    """A (small) Parquet table written by a job, as pandas."""
     if not path.exists():
-        raise PipelineError(f"{path} not found: run the stage that writes it first")
+        raise PipelineError(f"{path} not found: run the job that writes it first")
     return pq.read_table(str(path)).to_pandas()

@@ -53,10 +53,10 @@ def tenant_rollup(
     measures: Frames,
     entities: Frames,
 ) -> int:
-    """Write ``out/windows`` and ``out/entities`` for the events that name a tenant; returns
-    the number of tenants (0: nothing written). ``measures`` and ``entities``: the client
-    rollup's own (one row per event and quota type charged; percentiles per key), passed in
-    by the rollup, which calls this."""
+    """Write ``out/windows`` and ``out/entities`` for the usage cells (``rollup.usage_cells``)
+    that name a tenant; returns the number of tenants (0: nothing written). ``measures`` and
+    ``entities``: the client rollup's own (one row per cell and quota type charged;
+    percentiles per key), passed in by the rollup, which calls this."""
     from pyspark.sql import Window  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
@@ -96,9 +96,9 @@ def tenant_rollup(
         .groupBy(F.col("principal").alias("share_user"), "quota_type", "window_start_ms")
         .agg(
             F.sum("value").alias("value"),
-            F.count(F.lit(1)).alias("requests"),
+            F.sum("requests").alias("requests"),
             F.sum("throttle_ms").cast("long").alias("throttle_ms"),
-            F.sum((F.col("throttle_ms") > 0).cast("long")).alias("throttled_requests"),
+            F.sum("throttled_requests").cast("long").alias("throttled_requests"),
             F.countDistinct("client_id").alias("members"),
         )
         .join(F.broadcast(limits), ["share_user", "quota_type"], "left")

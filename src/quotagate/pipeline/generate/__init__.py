@@ -1,0 +1,1 @@
+"""``pipeline generate``: synthetic usage events of a seeded population."""

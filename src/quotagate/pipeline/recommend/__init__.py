@@ -1,0 +1,1 @@
+"""``pipeline recommend``: a quota file from the rollup's percentiles."""

@@ -1,0 +1,1 @@
+"""``pipeline replay``: candidate quotas replayed on recorded usage, one engine per slot."""

@@ -1,0 +1,1 @@
+"""``pipeline report``: one self-contained HTML page from the rollup (and replay)."""

@@ -1,0 +1,1 @@
+"""``pipeline stream``: the usage topic into the rollup tables, kept current."""
