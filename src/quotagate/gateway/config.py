@@ -91,6 +91,18 @@ class ListenerConfig:
     """Kafka's ``listener.name.<name>.max.connections``: the acceptor waits at this many."""
     max_connection_creation_rate: int = INT32_MAX
     """Kafka's ``listener.name.<name>.max.connection.creation.rate`` (connections/s)."""
+    # -- deployment behind load balancers and on one port (issue 35) --
+    proxy_protocol: str = "none"
+    """``required``: every connection starts with a PROXY protocol v1 or v2 header, whose
+    client address the connection quotas, limits and usage events see; ``none``: no header."""
+    proxy_protocol_timeout_ms: int = 10_000
+    """How long a connection may take to send its PROXY header before it is closed."""
+    sni_host_pattern: str = ""
+    """TLS listeners: serve every broker on the listen port, routed by the client's TLS
+    server name; the pattern names broker ``n`` with ``$(nodeId)`` (``broker-$(nodeId).
+    kafka.example.com``) and is advertised in metadata. Empty: one port per broker."""
+    sni_bootstrap_host: str = ""
+    """The server name of the bootstrap (any name not matching the pattern also is)."""
 
     def port_for_node(self, node_id: int) -> int | None:
         """The gateway port standing for upstream broker ``node_id``, None outside the range."""
@@ -390,6 +402,10 @@ _LISTENER_KEYS: Final[dict[str, KeySpec]] = {
     "connections.max.reauth.ms": ("connections_max_reauth_ms", integer(0, INT64_MAX)),
     "max.connections": ("max_connections", integer(1)),
     "max.connection.creation.rate": ("max_connection_creation_rate", integer(1)),
+    "proxy.protocol": ("proxy_protocol", _choice("none", "required")),
+    "proxy.protocol.timeout.ms": ("proxy_protocol_timeout_ms", integer(1, INT32_MAX)),
+    "sni.host.pattern": ("sni_host_pattern", _str),
+    "sni.bootstrap.host": ("sni_bootstrap_host", _str),
 }
 _TERMINATE_ONLY_KEYS: Final = frozenset(
     key

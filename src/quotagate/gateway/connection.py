@@ -160,7 +160,8 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
         relay_buffer_limits(self._transport)
-        peer = transport.get_extra_info("peername") or ("", 0)
+        proxied = self._slot.client if self._slot is not None else None
+        peer = proxied or transport.get_extra_info("peername") or ("", 0)
         self.info.client_host, self.info.client_port = str(peer[0]), int(peer[1])
         services = self._services
         services.connections.add(self)

@@ -49,8 +49,17 @@ class Listener:
         def pick_bootstrap(attempt: int) -> HostPort:
             return bootstrap[attempt % len(bootstrap)]
 
+        proxy_timeout_s = (
+            self.config.proxy_protocol_timeout_ms / 1000
+            if self.config.proxy_protocol == "required"
+            else None
+        )
         self._acceptor = Acceptor(
-            self.config.name, self._services.limits, self._ssl, self._services.refusals
+            self.config.name,
+            self._services.limits,
+            self._ssl,
+            self._services.refusals,
+            proxy_timeout_s,
         )
         try:
             sock = self._listen(self.config.listen.port)
