@@ -26,15 +26,18 @@ from quotagate.gateway import (
     Gateway,
     GatewayConfig,
     GatewayMetrics,
+    HealthServer,
+    Readiness,
     TansuBroker,
     freeze_startup_heap,
+    health_app,
     parse_host_port,
     parse_workers,
     validate,
     with_overrides,
+    workers_ready,
 )
 from quotagate.gateway.auth import SaslAuthenticatorFactory, authenticator_factory
-from quotagate.gateway.health import HealthServer, Readiness, health_app, workers_ready
 from quotagate.instance.metrics import WorkersCollector
 from quotagate.instance.ports import hold_listen_ports
 from quotagate.instance.supervisor import StartError, Supervisor
