@@ -30,6 +30,7 @@ from quotagate.gateway.upstream_security import (
 )
 from quotagate.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from quotagate.protocol.host_port import HostPort
+from quotagate.protocol.sni_names import SniPattern, SniPatternError
 from quotagate.quota.connection_quotas import canonical_ip
 from quotagate.security.principal_mapping import DEFAULT_RULES, InvalidRuleError, PrincipalMapper
 from quotagate.store.backends import StoreSettings
@@ -570,6 +571,7 @@ def validate(config: GatewayConfig) -> GatewayConfig:
         _check_sasl_mode(listener)
         _check_client_certificates(listener)
         _check_oauthbearer(listener)
+        _check_sni(listener)
         last = listener.broker_port_start + listener.broker_port_count - 1
         if last > 65535:
             raise ConfigError(
@@ -582,6 +584,26 @@ def validate(config: GatewayConfig) -> GatewayConfig:
                 f"its broker port range {listener.broker_port_start}-{last}; move one of them"
             )
     return dataclasses.replace(config, listeners=listeners)
+
+
+def _check_sni(listener: ListenerConfig) -> None:
+    """SNI routing (issue 35) needs TLS, whose handshake carries the name, and a pattern
+    that names every broker."""
+    if not listener.sni_host_pattern:
+        if listener.sni_bootstrap_host:
+            raise ConfigError(
+                f"listener {listener.name}: sni.bootstrap.host needs sni.host.pattern"
+            )
+        return
+    if listener.security_protocol not in SecurityProtocol.TLS:
+        raise ConfigError(
+            f"listener {listener.name} uses {listener.security_protocol}: sni.host.pattern "
+            'needs security.protocol = "SSL" or "SASL_SSL" (the TLS handshake carries the name)'
+        )
+    try:
+        SniPattern(listener.sni_host_pattern)
+    except SniPatternError as exc:
+        raise ConfigError(f"listener {listener.name}: {exc}") from None
 
 
 def _check_client_certificates(listener: ListenerConfig) -> None:

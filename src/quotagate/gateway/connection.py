@@ -62,6 +62,7 @@ from quotagate.gateway.control import ControlChannel, connect_error_text, is_sec
 from quotagate.gateway.exchange import ConnectionInfo, Exchange, Outcome
 from quotagate.gateway.refusals import CERTIFICATE_UNMAPPED
 from quotagate.gateway.services import GatewayServices
+from quotagate.gateway.sni import SniRoute
 from quotagate.gateway.upstream import (
     AddressPicker,
     UpstreamLink,
@@ -160,6 +161,8 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
         relay_buffer_limits(self._transport)
+        if isinstance(self._pick, SniRoute):
+            self._pick.bind(transport)  # its TLS server name picks the upstream broker
         proxied = self._slot.client if self._slot is not None else None
         peer = proxied or transport.get_extra_info("peername") or ("", 0)
         self.info.client_host, self.info.client_port = str(peer[0]), int(peer[1])

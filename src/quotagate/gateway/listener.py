@@ -20,10 +20,12 @@ from quotagate.gateway.config import ListenerConfig
 from quotagate.gateway.connection import ClientConnection
 from quotagate.gateway.connection_limits import Slot
 from quotagate.gateway.services import GatewayServices
+from quotagate.gateway.sni import SniRoute, capture_server_names
 from quotagate.gateway.tls import ClientAuth, server_context
 from quotagate.gateway.upstream import AddressPicker
 from quotagate.logs import kv
 from quotagate.protocol.host_port import HostPort
+from quotagate.protocol.sni_names import SniPattern
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,9 @@ class Listener:
         self.config = config
         self._services = services
         self._ssl = _ssl_context(config)
+        self._sni = SniPattern(config.sni_host_pattern) if config.sni_host_pattern else None
+        if self._sni is not None and self._ssl is not None:
+            capture_server_names(self._ssl)
         self._principals = certificate_principals(config)
         self._acceptor: Acceptor | None = None
         self._node_ports: dict[int, int] = {}
@@ -81,6 +86,14 @@ class Listener:
 
     def _factory(self, pick: AddressPicker) -> ProtocolFactory:
         services, config, principals = self._services, self.config, self._principals
+        sni = self._sni
+        if sni is not None:  # every connection routed by its own TLS server name
+
+            def make_routed(slot: Slot) -> ClientConnection:
+                route = SniRoute(config.name, sni, services.brokers, pick)
+                return ClientConnection(services, config, route, slot, principals)
+
+            return make_routed
 
         def make(slot: Slot) -> ClientConnection:
             return ClientConnection(services, config, pick, slot, principals)
@@ -91,6 +104,8 @@ class Listener:
         """Address mapper for this listener: learn the upstream node, answer our port for it."""
         if self._services.brokers.learn(node_id, host, port):
             log.info(kv("broker_discovered", node_id=node_id, upstream=f"{host}:{port}"))
+        if self._sni is not None and self.bound is not None:
+            return self._sni.host(node_id), self.bound.port
         gateway_port = self._node_ports.get(node_id)
         if gateway_port is None:
             gateway_port = self._open_node_port(node_id)
