@@ -198,6 +198,22 @@ def _str(key: str, value: Any) -> str:
     return value
 
 
+def _instance_id(key: str, value: Any) -> str:
+    """A literal, or ``${env:NAME}``: each replica of one configuration (a Kubernetes pod
+    named by its StatefulSet) needs an id of its own in its fleet."""
+    text = _str(key, value)
+    if not (text.startswith("${env:") and text.endswith("}")):
+        return text
+    name = text[len("${env:") : -1]
+    resolved = os.environ.get(name, "")
+    if not resolved:
+        raise ConfigError(
+            f"{key} = {text}: the environment variable {name} is not set or empty; set it "
+            "(in Kubernetes, from metadata.name through the downward API) or write the id"
+        )
+    return resolved
+
+
 def parse_host_port(key: str, value: Any) -> HostPort:
     example = f'{key} = "127.0.0.1:9092"'
     if not isinstance(value, str):
@@ -333,7 +349,7 @@ def parse_workers(key: str, value: Any) -> int:
 KeySpec = tuple[str, Callable[[str, Any], Any]]  # (dataclass field, parser)
 
 _GATEWAY_KEYS: Final[dict[str, KeySpec]] = {
-    "id": ("gateway_id", _str),
+    "id": ("gateway_id", _instance_id),
     "workers": ("workers", parse_workers),
     "socket.request.max.bytes": ("socket_request_max_bytes", integer(1)),
     "max.connections": ("max_connections", integer(1)),
