@@ -152,7 +152,12 @@ class Acceptor:
             self._limits.release(self._listener, ip)
             conn.close()
             return
-        slot = Slot(self._limits, self._listener, ip, (ip, port) if self._proxy_timeout_s else None)
+        slot = Slot(
+            self._limits,
+            self._listener,
+            ip,
+            (ip, port) if self._proxy_timeout_s is not None else None,
+        )
         task = self._loop.create_task(self._start(conn, factory, slot, ip, port))
         self._starting.add(task)
         task.add_done_callback(self._starting.discard)
@@ -273,7 +278,7 @@ class Acceptor:
 
     def _accept_proxied(self) -> None:
         """Headers complete in any order; they wait while the acceptor waits."""
-        while self._proxied and self._pending is None and self._reading and not self._closed:
+        while self._proxied and self._pending is None and not self._closed:
             self._accept(*self._proxied.popleft())
 
     def _pause_reading(self) -> None:
