@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from quotagate.gateway.embedded import TansuBroker
+from quotagate.gateway.health import HealthServer, Readiness, health_app, workers_ready
 from quotagate.protocol.host_port import HostPort
 from support.gateways import gateway_config, quota_gateway
 
@@ -24,16 +25,6 @@ def _get(address: HostPort, path: str) -> tuple[int, str]:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
-
-
-@contextlib.contextmanager
-def _own_tansu(logs: Path, port: int | None = None) -> Iterator[TansuBroker]:
-    broker = TansuBroker(port=port, log_file=logs / f"tansu-{port}.log")
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 def test_readyz_follows_the_upstream(tmp_path: Path, wait_for: Callable[..., Any]) -> None:
@@ -72,3 +63,23 @@ def test_readyz_follows_the_upstream(tmp_path: Path, wait_for: Callable[..., Any
             assert status == 503 and "draining" in body
     finally:
         broker.stop()
+
+
+def test_an_instance_is_ready_when_every_worker_is() -> None:
+    """The supervisor's /readyz asks each worker's own /readyz and names who is not ready."""
+    registry = CollectorRegistry()
+    ready, waiting = Readiness(), Readiness()
+    waiting.add("upstream", lambda: "no upstream bootstrap server accepts connections")
+    servers = [
+        HealthServer(HostPort("127.0.0.1", 0), health_app(registry, r)) for r in (ready, waiting)
+    ]
+    try:
+        urls = {i: f"http://{s.address}/metrics" for i, s in enumerate(servers)}
+        check = workers_ready(lambda: urls)
+        assert check() == "worker 1: upstream: no upstream bootstrap server accepts connections"
+        assert workers_ready(lambda: {0: urls[0]})() is None
+        assert workers_ready(dict)() == "no worker running"
+        servers[1].stop()
+        assert (check() or "").startswith("worker 1: no answer")
+    finally:
+        servers[0].stop()
