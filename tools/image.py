@@ -100,7 +100,8 @@ def base_image() -> None:
 
 def wheels() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    requirements = [*project["project"]["dependencies"], "mypy", "setuptools"]
+    # The build tools: mypyc, and what mypy needs to follow the pipeline's imports.
+    requirements = [*project["project"]["dependencies"], "mypy", "setuptools", "numpy", "pandas"]
     WHEELS.mkdir(parents=True, exist_ok=True)
     pip = Path(sys.executable).with_name("pip")
     run(str(pip), "download", "--quiet", "--only-binary=:all:", "-d", str(WHEELS), *requirements)
