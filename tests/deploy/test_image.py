@@ -90,7 +90,7 @@ def container(upstream_kafka: Upstream, tmp_path: Path) -> Iterator[tuple[str, i
     started = _podman(
         *image.podman()[1:], "run", "--detach", *image.limits(),
         "--name", name, "--network=host", "--read-only",
-        "--tmpfs", "/tmp", "--tmpfs", "/var/lib/quotagate:uid=10001,gid=10001,mode=0700",
+        "--tmpfs", "/tmp", "--tmpfs", "/var/lib/quotagate:mode=1777",
         "--cap-drop=all", "--security-opt=no-new-privileges",
         "--env", "POD_NAME=quotagate-0",
         "--volume", f"{config}:/etc/quotagate:ro",
