@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 KAFKAJS := tests/clients/kafkajs
 KAFKAJS_STAMP := $(KAFKAJS)/node_modules/.package-lock.json
 
-.PHONY: run test lint bench clean tools fuzz native jars java-drivers harness
+.PHONY: run test lint bench clean tools fuzz native jars java-drivers harness helm image
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,7 @@ native: $(STAMP)
 run: native
 	$(BIN)/quotagate serve --config examples/quotagate.toml
 
-test: native tools jars java-drivers harness $(KAFKAJS_STAMP)
+test: native tools jars java-drivers harness helm $(KAFKAJS_STAMP)
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy
 	$(BIN)/pytest
@@ -45,6 +45,25 @@ java-drivers: jars
 # compiled by javac against the Kafka jars into build/differential/ (tools/harness.py).
 harness: jars
 	$(BIN)/python tools/harness.py
+
+# Helm for the chart's tests (tests/deploy), built from the Go module proxy into the cache
+# (as the jars are: $QUOTAGATE_CACHE, else $XDG_CACHE_HOME/quotagate, else ~/.cache/quotagate).
+# Needs Go 1.22 or later on the PATH (Debian 12's golang-go, 1.19, is too old for Helm 3.16).
+HELM_VERSION := v3.16.4
+QUOTAGATE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/quotagate
+HELM := $(QUOTAGATE_CACHE)/bin/helm
+helm: $(HELM)
+$(HELM):
+	@command -v go >/dev/null 2>&1 || { echo "make helm needs Go >= 1.22 on the PATH (https://go.dev/dl)"; exit 1; }
+	GOBIN=$(QUOTAGATE_CACHE)/bin go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# quotagate's OCI image, localhost/quotagate:dev, with podman from a debootstrap base and
+# no registry (tools/image.py; the time each step took goes to var/image-build.json).
+# tests/deploy/test_image.py runs it when it exists.
+image: native
+	@command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq podman debootstrap >/dev/null; }
+	$(BIN)/python tools/image.py
 
 # Debian's packages the suite drives for real: chromium (the report test), kcat (an old
 # librdkafka, 2.0.2, in the client matrix), Node.js for KafkaJS, tmux (the terminal

@@ -14,11 +14,11 @@ import pyarrow.dataset as ds
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from quotagate.gateway.background import BackgroundGateway
 
 from quotagate.enforcement import QuotaEnforcement
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.settings import KAFKA, PARQUET, QuotaSettings, UsageSettings
+from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.usage.schema import USAGE_COLUMNS
 from support.kafka_cluster import KafkaCluster
 from support.upstreams import Upstream

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Final
 
 import typer
 import uvloop
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
 from quotagate.commands.plugins import load_gateway_config
 from quotagate.enforcement import QuotaCollector, QuotaEnforcement
@@ -26,12 +26,16 @@ from quotagate.gateway import (
     Gateway,
     GatewayConfig,
     GatewayMetrics,
+    HealthServer,
+    Readiness,
     TansuBroker,
     freeze_startup_heap,
+    health_app,
     parse_host_port,
     parse_workers,
     validate,
     with_overrides,
+    workers_ready,
 )
 from quotagate.gateway.auth import SaslAuthenticatorFactory, authenticator_factory
 from quotagate.instance.metrics import WorkersCollector
@@ -161,7 +165,9 @@ def _serve_workers(settings: GatewayConfig) -> None:
         if address is not None:
             registry = CollectorRegistry()
             registry.register(WorkersCollector(supervisor.metrics_endpoints))
-            metrics, _ = start_http_server(address.port, address.host, registry=registry)
+            readiness = Readiness()
+            readiness.add("workers", workers_ready(supervisor.metrics_endpoints))
+            metrics = HealthServer(address, health_app(registry, readiness))
         supervisor.start()
         for listener in settings.listeners:
             typer.echo(
@@ -172,13 +178,12 @@ def _serve_workers(settings: GatewayConfig) -> None:
         upstream = ",".join(str(a) for a in settings.bootstrap_servers)
         typer.echo(f"Upstream cluster: {upstream}. Stop with Ctrl-C.")
         if metrics is not None and address is not None:
-            port = metrics.server_address[1]
+            port = metrics.address.port
             typer.echo(f"Prometheus metrics (all workers): http://{address.host}:{port}/metrics")
         supervisor.run()
     finally:
         if metrics is not None:
-            metrics.shutdown()
-            metrics.server_close()
+            metrics.stop()
         for sock in held:
             sock.close()
 

@@ -63,3 +63,6 @@ class QuotaEnforcement(Plugin):
 
     async def close(self) -> None:
         await self.runtime.close()
+
+    def readiness(self) -> str | None:
+        return self.runtime.readiness()

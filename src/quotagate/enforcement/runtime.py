@@ -238,6 +238,16 @@ class QuotaRuntime:
         self._refresh_snapshot(_wall_ms())
         self._timer = loop.call_later(HOUSEKEEPING_S, self._housekeeping)
 
+    def readiness(self) -> str | None:
+        """Not ready until the store is loaded, nor while a fleet's exchange is unhealthy
+        (this worker would then enforce its own share only)."""
+        if not self._started:
+            return "quota store not loaded yet"
+        fleet = self.fleet
+        if fleet is not None and not fleet.ledger.exchange_healthy(_wall_ms()):
+            return "fleet exchange unhealthy: this worker does not read its own usage reports back"
+        return None
+
     async def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()

@@ -26,6 +26,7 @@ from quotagate.gateway.config import (
 )
 from quotagate.gateway.embedded import LOOPBACK, EmbeddedBrokerError, TansuBroker, free_port
 from quotagate.gateway.embedded.background import BackgroundGateway
+from quotagate.gateway.health import HealthServer, Readiness, health_app, workers_ready
 from quotagate.gateway.heap import freeze_startup_heap
 from quotagate.gateway.limits.connections import ConnectionLimits
 from quotagate.gateway.metrics import GatewayMetrics
@@ -63,11 +64,13 @@ __all__ = [
     "Gateway",
     "GatewayConfig",
     "GatewayMetrics",
+    "HealthServer",
     "HostPort",
     "KeySpec",
     "ListenerConfig",
     "Outcome",
     "Plugin",
+    "Readiness",
     "Stage",
     "StageChain",
     "StateKey",
@@ -78,6 +81,7 @@ __all__ = [
     "build_request",
     "free_port",
     "freeze_startup_heap",
+    "health_app",
     "integer",
     "load_config",
     "log_unsupported_version",
@@ -91,4 +95,5 @@ __all__ = [
     "store_settings",
     "validate",
     "with_overrides",
+    "workers_ready",
 ]

@@ -38,6 +38,7 @@ from quotagate.gateway.settings.values import (
     parse_section,
     per_ip_overrides,
     text,
+    text_or_env,
 )
 from quotagate.gateway.upstream.security import (
     PLAINTEXT_UPSTREAM,
@@ -165,7 +166,7 @@ def parse_workers(key: str, value: Any) -> int:
 
 
 _GATEWAY_KEYS: Final[dict[str, KeySpec]] = {
-    "id": ("gateway_id", text),
+    "id": ("gateway_id", text_or_env),
     "workers": ("workers", parse_workers),
     "socket.request.max.bytes": ("socket_request_max_bytes", integer(1)),
     "max.connections": ("max_connections", integer(1)),

@@ -53,6 +53,7 @@ from quotagate.gateway.connection_core import (
     ConnectionCore,
 )
 from quotagate.gateway.limits.connections import Slot
+from quotagate.gateway.listening.sni import SniRoute
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.stages.exchange import ConnectionInfo, Exchange, Outcome
 from quotagate.gateway.upstream.link import (
@@ -133,7 +134,10 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
         relay_buffer_limits(self._transport)
-        peer = transport.get_extra_info("peername") or ("", 0)
+        if isinstance(self._pick, SniRoute):
+            self._pick.bind(transport)  # its TLS server name picks the upstream broker
+        proxied = self._slot.client if self._slot is not None else None
+        peer = proxied or transport.get_extra_info("peername") or ("", 0)
         self.info.client_host, self.info.client_port = str(peer[0]), int(peer[1])
         services = self._services
         services.connections.add(self)

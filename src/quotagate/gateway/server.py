@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Sequence
 from typing import Any
-
-from prometheus_client import start_http_server
 
 from quotagate.gateway.auth.authenticator import AuthenticatorFactory
 from quotagate.gateway.builtin.api_versions import ApiVersionsStage
 from quotagate.gateway.builtin.broker_addresses import BrokerAddressStage
 from quotagate.gateway.builtin.sasl_on_plaintext import SaslOnPlaintextStage
 from quotagate.gateway.config import GatewayConfig
+from quotagate.gateway.health import HealthServer, Readiness, health_app, upstream_reachable
 from quotagate.gateway.limits.connections import ConnectionLimits, wall_ms
 from quotagate.gateway.limits.memory_pool import MemoryPool
 from quotagate.gateway.listening.listener import Listener
@@ -99,8 +97,8 @@ class Gateway:
             self.listeners[listener_config.name] = Listener(listener_config, self.services)
         self._tasks: list[asyncio.Task[Any]] = []
         self._discovery: asyncio.Task[None] | None = None
-        self._metrics_server: Any = None
-        self._metrics_thread: threading.Thread | None = None
+        self._metrics_server: HealthServer | None = None
+        self.readiness = gateway_readiness(self)
         self.metrics_address: HostPort | None = None
 
     async def start(self) -> None:
@@ -161,6 +159,7 @@ class Gateway:
 
     async def shutdown(self) -> None:
         """Stop accepting, let in-flight requests finish (up to shutdown.timeout.ms), close."""
+        self.readiness.drain()  # first: /readyz says so while the rest drains
         for listener in self.listeners.values():
             listener.close()
         for task in self._tasks:
@@ -205,15 +204,27 @@ class Gateway:
         address = self.config.metrics_listen
         if address is None:
             return
-        server, thread = start_http_server(
-            address.port, address.host, registry=self.metrics.registry
-        )
-        self._metrics_server, self._metrics_thread = server, thread
-        self.metrics_address = HostPort(address.host, server.server_address[1])
+        server = HealthServer(address, health_app(self.metrics.registry, self.readiness))
+        self._metrics_server = server
+        self.metrics_address = server.address
         log.info(kv("metrics_started", address=f"http://{self.metrics_address}/metrics"))
 
     def _stop_metrics(self) -> None:
         if self._metrics_server is not None:
-            self._metrics_server.shutdown()
-            self._metrics_server.server_close()
+            self._metrics_server.stop()
             self._metrics_server = None
+
+
+def gateway_readiness(gateway: Gateway) -> Readiness:
+    """What ``/readyz`` checks for one gateway (the health module's docstring says why)."""
+    readiness = Readiness()
+
+    def listeners() -> str | None:
+        closed = [name for name, listener in gateway.listeners.items() if listener.bound is None]
+        return f"not listening yet: {', '.join(closed)}" if closed else None
+
+    readiness.add("listeners", listeners)
+    readiness.add("upstream", upstream_reachable(gateway.config.bootstrap_servers))
+    for plugin in gateway.plugins:
+        readiness.add(type(plugin).__name__, plugin.readiness)
+    return readiness

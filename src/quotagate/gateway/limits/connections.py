@@ -37,13 +37,21 @@ def wall_ms() -> int:
 class Slot:
     """One counted connection; released once, whichever way the connection ends."""
 
-    __slots__ = ("_ip", "_limits", "_listener", "_released")
+    __slots__ = ("_ip", "_limits", "_listener", "_released", "client")
 
-    def __init__(self, limits: ConnectionLimits, listener: str, ip: str) -> None:
+    def __init__(
+        self,
+        limits: ConnectionLimits,
+        listener: str,
+        ip: str,
+        client: tuple[str, int] | None = None,
+    ) -> None:
         self._limits = limits
         self._listener = listener
         self._ip = ip
         self._released = False
+        self.client = client
+        """The client's address as a PROXY protocol header named it (None: the peer's)."""
 
     def release(self) -> None:
         if not self._released:

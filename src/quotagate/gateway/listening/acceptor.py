@@ -16,10 +16,17 @@ import logging
 import socket
 import ssl
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Final
 
 from quotagate.gateway.limits.connections import ConnectionLimits, Slot, wall_ms
+from quotagate.gateway.listening.proxy_header import (
+    MAX_PENDING,
+    ProxyHeaderRefusedError,
+    log_refused,
+    read_proxy_header,
+)
 from quotagate.gateway.refusals import TLS_HANDSHAKE_FAILED, RefusalLog, tls_refusal
 from quotagate.logs import error_text, kv
 from quotagate.quota.connection_quotas import AdmissionKind, canonical_ip
@@ -45,8 +52,14 @@ class Acceptor:
         limits: ConnectionLimits,
         tls: ssl.SSLContext | None,
         refusals: RefusalLog,
+        proxy_timeout_s: float | None = None,
     ) -> None:
+        """``proxy_timeout_s``: every connection starts with a PROXY protocol header, read
+        within this time; its client address is the one the quotas see (None: no header)."""
         self._listener = listener
+        self._proxy_timeout_s = proxy_timeout_s
+        self._proxied: deque[tuple[socket.socket, str, ProtocolFactory, int]] = deque()
+        self._reading_headers = 0
         self._refusals = refusals
         self._limits = limits
         self._quotas = limits.quotas
@@ -84,6 +97,8 @@ class Acceptor:
         if self._pending is not None:
             self._pending[0].close()
             self._pending = None
+        while self._proxied:
+            self._proxied.popleft()[0].close()
 
     # -- accepting -------------------------------------------------------------------------
 
@@ -103,6 +118,9 @@ class Acceptor:
                     self._loop.call_later(_ACCEPT_RETRY_S, self._resume_reading)
                 return
             conn.setblocking(False)
+            if self._proxy_timeout_s is not None:
+                self._read_header(conn, canonical_ip(str(address[0])), factory, int(address[1]))
+                continue
             self._accept(conn, canonical_ip(str(address[0])), factory, int(address[1]))
 
     def _accept(self, conn: socket.socket, ip: str, factory: ProtocolFactory, port: int) -> None:
@@ -134,7 +152,12 @@ class Acceptor:
             self._limits.release(self._listener, ip)
             conn.close()
             return
-        slot = Slot(self._limits, self._listener, ip)
+        slot = Slot(
+            self._limits,
+            self._listener,
+            ip,
+            (ip, port) if self._proxy_timeout_s is not None else None,
+        )
         task = self._loop.create_task(self._start(conn, factory, slot, ip, port))
         self._starting.add(task)
         task.add_done_callback(self._starting.discard)
@@ -215,6 +238,48 @@ class Acceptor:
         self._pending = None
         self._admit(conn, ip, factory, port)
         self._resume_reading()
+        self._accept_proxied()
+
+    # -- the PROXY protocol (issue 35) -------------------------------------------------------
+
+    def _read_header(
+        self, conn: socket.socket, peer: str, factory: ProtocolFactory, port: int
+    ) -> None:
+        if self._reading_headers >= MAX_PENDING:
+            log_refused(self._listener, peer, port, f"over {MAX_PENDING} headers awaited")
+            conn.close()
+            return
+        self._reading_headers += 1
+        task = self._loop.create_task(self._header(conn, peer, factory, port))
+        self._starting.add(task)
+        task.add_done_callback(self._starting.discard)
+
+    async def _header(
+        self, conn: socket.socket, peer: str, factory: ProtocolFactory, port: int
+    ) -> None:
+        assert self._proxy_timeout_s is not None
+        try:
+            header = await read_proxy_header(conn, self._proxy_timeout_s)
+        except ProxyHeaderRefusedError as exc:
+            log_refused(self._listener, peer, port, str(exc))
+            conn.close()
+            return
+        finally:
+            self._reading_headers -= 1
+        if self._closed:
+            conn.close()
+            return
+        # LOCAL and address-less headers come from the balancer itself: its address stands.
+        ip, client_port = peer, port
+        if header.source is not None:
+            ip, client_port = canonical_ip(header.source[0]), header.source[1]
+        self._proxied.append((conn, ip, factory, client_port))
+        self._accept_proxied()
+
+    def _accept_proxied(self) -> None:
+        """Headers complete in any order; they wait while the acceptor waits."""
+        while self._proxied and self._pending is None and not self._closed:
+            self._accept(*self._proxied.popleft())
 
     def _pause_reading(self) -> None:
         if self._reading:

@@ -19,11 +19,13 @@ from quotagate.gateway.config import ListenerConfig
 from quotagate.gateway.connection import ClientConnection
 from quotagate.gateway.limits.connections import Slot
 from quotagate.gateway.listening.acceptor import Acceptor, ProtocolFactory
+from quotagate.gateway.listening.sni import SniRoute, capture_server_names
 from quotagate.gateway.listening.tls import ClientAuth, server_context
 from quotagate.gateway.services import GatewayServices
 from quotagate.gateway.upstream.link import AddressPicker
 from quotagate.logs import kv
 from quotagate.protocol.host_port import HostPort
+from quotagate.protocol.sni_names import SniPattern
 from quotagate.security.protocol import SecurityProtocol
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,9 @@ class Listener:
         self._authenticators = listener_authenticators(
             config, services.authenticator_factory, certificate_principals(config)
         )
+        self._sni = SniPattern(config.sni_host_pattern) if config.sni_host_pattern else None
+        if self._sni is not None and self._ssl is not None:
+            capture_server_names(self._ssl)
         self._acceptor: Acceptor | None = None
         self._node_ports: dict[int, int] = {}
         self.bound: HostPort | None = None
@@ -53,8 +58,17 @@ class Listener:
         def pick_bootstrap(attempt: int) -> HostPort:
             return bootstrap[attempt % len(bootstrap)]
 
+        proxy_timeout_s = (
+            self.config.proxy_protocol_timeout_ms / 1000
+            if self.config.proxy_protocol == "required"
+            else None
+        )
         self._acceptor = Acceptor(
-            self.config.name, self._services.limits, self._ssl, self._services.refusals
+            self.config.name,
+            self._services.limits,
+            self._ssl,
+            self._services.refusals,
+            proxy_timeout_s,
         )
         try:
             sock = self._listen(self.config.listen.port)
@@ -76,6 +90,14 @@ class Listener:
 
     def _factory(self, pick: AddressPicker) -> ProtocolFactory:
         services, config, authenticators = self._services, self.config, self._authenticators
+        sni = self._sni
+        if sni is not None:  # every connection routed by its own TLS server name
+
+            def make_routed(slot: Slot) -> ClientConnection:
+                route = SniRoute(config.name, sni, services.brokers, pick)
+                return ClientConnection(services, config, route, authenticators(), slot)
+
+            return make_routed
 
         def make(slot: Slot) -> ClientConnection:
             return ClientConnection(services, config, pick, authenticators(), slot)
@@ -86,6 +108,8 @@ class Listener:
         """Address mapper for this listener: learn the upstream node, answer our port for it."""
         if self._services.brokers.learn(node_id, host, port):
             log.info(kv("broker_discovered", node_id=node_id, upstream=f"{host}:{port}"))
+        if self._sni is not None and self.bound is not None:
+            return self._sni.host(node_id), self.bound.port
         gateway_port = self._node_ports.get(node_id)
         if gateway_port is None:
             gateway_port = self._open_node_port(node_id)

@@ -23,6 +23,7 @@ from quotagate.gateway.settings.values import (
     url,
 )
 from quotagate.protocol.host_port import HostPort
+from quotagate.protocol.sni_names import SniPattern, SniPatternError
 from quotagate.security.principal_mapping import DEFAULT_RULES, InvalidRuleError, PrincipalMapper
 from quotagate.security.protocol import SASL_MECHANISMS, SUPPORTED_SASL_MECHANISMS, SecurityProtocol
 
@@ -75,6 +76,18 @@ class ListenerConfig:
     """Kafka's ``listener.name.<name>.max.connections``: the acceptor waits at this many."""
     max_connection_creation_rate: int = INT32_MAX
     """Kafka's ``listener.name.<name>.max.connection.creation.rate`` (connections/s)."""
+    # -- deployment behind load balancers and on one port (issue 35) --
+    proxy_protocol: str = "none"
+    """``required``: every connection starts with a PROXY protocol v1 or v2 header, whose
+    client address the connection quotas, limits and usage events see; ``none``: no header."""
+    proxy_protocol_timeout_ms: int = 10_000
+    """How long a connection may take to send its PROXY header before it is closed."""
+    sni_host_pattern: str = ""
+    """TLS listeners: serve every broker on the listen port, routed by the client's TLS
+    server name; the pattern names broker ``n`` with ``$(nodeId)`` (``broker-$(nodeId).
+    kafka.example.com``) and is advertised in metadata. Empty: one port per broker."""
+    sni_bootstrap_host: str = ""
+    """The server name of the bootstrap (any name not matching the pattern also is)."""
 
     def port_for_node(self, node_id: int) -> int | None:
         """The gateway port standing for upstream broker ``node_id``, None outside the range."""
@@ -148,6 +161,10 @@ LISTENER_KEYS: Final[dict[str, KeySpec]] = {
     "connections.max.reauth.ms": ("connections_max_reauth_ms", integer(0, INT64_MAX)),
     "max.connections": ("max_connections", integer(1)),
     "max.connection.creation.rate": ("max_connection_creation_rate", integer(1)),
+    "proxy.protocol": ("proxy_protocol", choice("none", "required")),
+    "proxy.protocol.timeout.ms": ("proxy_protocol_timeout_ms", integer(1, INT32_MAX)),
+    "sni.host.pattern": ("sni_host_pattern", text),
+    "sni.bootstrap.host": ("sni_bootstrap_host", text),
 }
 
 
@@ -172,6 +189,7 @@ def check_listener(listener: ListenerConfig) -> None:
     _check_sasl_mode(listener)
     _check_client_certificates(listener)
     _check_oauthbearer(listener)
+    _check_sni(listener)
     last = listener.broker_port_start + listener.broker_port_count - 1
     if last > 65535:
         raise ConfigError(
@@ -289,3 +307,23 @@ def parse_listener(index: int, table: Any) -> ListenerConfig:
         )
     values.setdefault("name", "PLAINTEXT" if index == 0 else f"LISTENER{index + 1}")
     return ListenerConfig(**values)
+
+
+def _check_sni(listener: ListenerConfig) -> None:
+    """SNI routing (issue 35) needs TLS, whose handshake carries the name, and a pattern
+    that names every broker."""
+    if not listener.sni_host_pattern:
+        if listener.sni_bootstrap_host:
+            raise ConfigError(
+                f"listener {listener.name}: sni.bootstrap.host needs sni.host.pattern"
+            )
+        return
+    if listener.security_protocol not in SecurityProtocol.TLS:
+        raise ConfigError(
+            f"listener {listener.name} uses {listener.security_protocol}: sni.host.pattern "
+            'needs security.protocol = "SSL" or "SASL_SSL" (the TLS handshake carries the name)'
+        )
+    try:
+        SniPattern(listener.sni_host_pattern)
+    except SniPatternError as exc:
+        raise ConfigError(f"listener {listener.name}: {exc}") from None

@@ -6,6 +6,7 @@ value or raise :class:`ConfigError` saying what is wrong and how to fix it, and
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -41,6 +42,22 @@ def text(key: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f'{key} = {value!r} must be a non-empty string, e.g. {key} = "name"')
     return value
+
+
+def text_or_env(key: str, value: Any) -> str:
+    """A literal, or ``${env:NAME}``: what differs between replicas of one configuration
+    (a gateway id, from the pod name a StatefulSet gives) comes from their environment."""
+    literal = text(key, value)
+    if not (literal.startswith("${env:") and literal.endswith("}")):
+        return literal
+    name = literal[len("${env:") : -1]
+    resolved = os.environ.get(name, "")
+    if not resolved:
+        raise ConfigError(
+            f"{key} = {literal}: the environment variable {name} is not set or empty; set it "
+            "(in Kubernetes, from metadata.name through the downward API) or write the value"
+        )
+    return resolved
 
 
 def parse_host_port(key: str, value: Any) -> HostPort:

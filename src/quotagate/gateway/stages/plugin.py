@@ -46,5 +46,10 @@ class Plugin:
     async def start(self) -> None:
         """Called once on the gateway's loop, before any stage starts."""
 
+    def readiness(self) -> str | None:
+        """Why the plug-in cannot serve yet (``/readyz``), or None. Called from the health
+        endpoint's thread: read state, never change it."""
+        return None
+
     async def close(self) -> None:
         """Called once on shutdown, after every stage was closed."""
