@@ -30,13 +30,7 @@ import time
 from typing import Final, cast
 
 from quotagate.gateway.auth.authenticator import AuthResult, Refusal
-from quotagate.gateway.auth.listener import (
-    FORWARD,
-    RAW_TOKEN,
-    Close,
-    ListenerAuthenticator,
-    Step,
-)
+from quotagate.gateway.auth.listener import FORWARD, RAW_TOKEN, Close, ListenerAuthenticator, Step
 from quotagate.gateway.auth.mtls import peer_certificate
 from quotagate.gateway.config import SASL_PASSTHROUGH, ListenerConfig
 from quotagate.gateway.connection_core import (
