@@ -36,7 +36,7 @@ def test_readyz_follows_the_upstream(tmp_path: Path, wait_for: Callable[..., Any
     config = gateway_config(broker.bootstrap, metrics_listen=HostPort("127.0.0.1", 0))
     try:
         with quota_gateway(config, []) as gateway:
-            address = gateway.gateway.metrics_address
+            address = gateway.background.gateway.metrics_address
             assert address is not None
             assert _get(address, "/livez") == (200, "ok\n")
             wait_for(lambda: _get(address, "/readyz")[0] == 200, 30, "ready in front of tansu")
@@ -58,7 +58,7 @@ def test_readyz_follows_the_upstream(tmp_path: Path, wait_for: Callable[..., Any
             wait_for(lambda: _get(address, "/readyz")[0] == 200, 30, "ready once tansu is back")
 
             # A stop flips /readyz before anything drains; the endpoint is served till the end.
-            gateway.gateway.readiness.drain()
+            gateway.background.gateway.readiness.drain()
             status, body = _get(address, "/readyz")
             assert status == 503 and "draining" in body
     finally:

@@ -86,11 +86,16 @@ def container(upstream_kafka: Upstream, tmp_path: Path) -> Iterator[tuple[str, i
         _config(upstream_kafka, listen, brokers, metrics), encoding="utf-8"
     )
     config.chmod(0o755)
+    # The store and usage files on a volume, as a PersistentVolume would hold them (podman
+    # 4.3's --tmpfs there left SQLite unable to open its file as the image's user).
+    state = config.parent / "state"
+    state.mkdir()
+    state.chmod(0o777)
     name = f"quotagate-test-{uuid.uuid4().hex[:8]}"
     started = _podman(
         *image.podman()[1:], "run", "--detach", *image.limits(),
         "--name", name, "--network=host", "--read-only",
-        "--tmpfs", "/tmp", "--tmpfs", "/var/lib/quotagate:mode=1777",
+        "--tmpfs", "/tmp", "--volume", f"{state}:/var/lib/quotagate",
         "--cap-drop=all", "--security-opt=no-new-privileges",
         "--env", "POD_NAME=quotagate-0",
         "--volume", f"{config}:/etc/quotagate:ro",

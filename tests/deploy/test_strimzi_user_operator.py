@@ -47,7 +47,7 @@ def test_a_kafka_user_applied_through_the_gateway(upstream_kafka: Upstream, tmp_
     finally:
         gateway.stop()
     # Quotas: the gateway's, answered from its store, and not the cluster's.
-    assert runtime.client_quotas[(("user", user),)] == {
+    assert runtime.store_sync.client_quotas[(("user", user),)] == {
         "producer_byte_rate": 1048576.0,
         "consumer_byte_rate": 2097152.0,
         "request_percentage": 55.0,
