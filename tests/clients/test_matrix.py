@@ -325,10 +325,17 @@ async def _aiokafka(bootstrap: str) -> None:
 def test_kcat_from_debian(matrix_gateway: MatrixGateway, wait_for: Callable[..., Any]) -> None:
     bootstrap, topic = matrix_gateway.bootstrap, _topic("kcat")
     admin = _ck_create(bootstrap, topic)
-    listing = kcat("-b", bootstrap, "-L", "-t", topic, "-m", "30")
+    listings: list[str] = []
+
+    def listed() -> bool:
+        # Kafka's brokers learn of a new topic from the metadata log a moment after it is
+        # created: until then the one asked answers "Unknown topic or partition".
+        listings.append(kcat("-b", bootstrap, "-L", "-t", topic, "-m", "30"))
+        return f'topic "{topic}" with {PARTITIONS} partitions' in listings[-1]
+
+    wait_for(listed, 30, "kcat lists the new topic")
     for address in matrix_gateway.upstream.bootstrap.split(","):
-        assert f"at {address}" not in listing  # gateway addresses only
-    assert f'topic "{topic}" with {PARTITIONS} partitions' in listing
+        assert f"at {address}" not in listings[-1]  # gateway addresses only
     lines = "\n".join(v.decode() for v in _values()) + "\n"
     kcat("-b", bootstrap, "-P", "-t", topic, "-X", "acks=all", stdin=lines)
     consumed = kcat(
