@@ -53,7 +53,7 @@ def period_of(base: str, topic: str) -> int | None:
     return int(tail) if dot and head == base and tail.isdigit() else None
 
 
-def _wall_ms() -> int:
+def wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
@@ -71,7 +71,7 @@ class RollingTopicLog(TopicLog):
         replication_factor: int = -1,
         client_id: str = "quotagate",
         client_config: Mapping[str, str] | None = None,
-        clock: Clock = _wall_ms,
+        clock: Clock = wall_ms,
     ) -> None:
         if roll_ms < 1000 or roll_ms % 1000:
             raise ValueError("roll_ms must be a whole number of seconds")

@@ -251,7 +251,7 @@ class TopicLog:
 # A topic just created is not known to every broker at once: Kafka's brokers learn of it from
 # the metadata log a moment later (tansu knows it at once), and until then the leader answers
 # UNKNOWN_TOPIC_OR_PARTITION, which librdkafka reports as an unknown partition.
-_NOT_YET_KNOWN: Final = frozenset(
+NOT_YET_KNOWN: Final = frozenset(
     {KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC}
 )
 
@@ -266,7 +266,7 @@ def watermark_offsets(consumer: Consumer, partition: TopicPartition, timeout_s: 
             )
         except Exception as exc:  # confluent-kafka raises KafkaException wrapping the error
             error = exc.args[0] if exc.args else None
-            known = not (isinstance(error, KafkaError) and error.code() in _NOT_YET_KNOWN)
+            known = not (isinstance(error, KafkaError) and error.code() in NOT_YET_KNOWN)
             if known or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)

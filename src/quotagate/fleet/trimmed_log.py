@@ -21,13 +21,14 @@ import importlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from quotagate.fleet.topic_log import OnRecord, TopicLog, TopicLogError
+from quotagate.fleet.rolling_log import Clock, wall_ms
+from quotagate.fleet.topic_log import NOT_YET_KNOWN, OnRecord, TopicLog, TopicLogError
 from quotagate.logs import kv
 
 log = logging.getLogger(__name__)
@@ -35,27 +36,15 @@ log = logging.getLogger(__name__)
 # Exported at run time, but missing from the package's type information.
 OffsetSpec: Any = importlib.import_module("confluent_kafka.admin").OffsetSpec
 
-Clock = Callable[[], int]
-"""Epoch milliseconds."""
-
 _TIMEOUT_S: Final = 30.0
 _PROBE_TIMEOUT_S: Final = 10.0
-# What Kafka answers about a topic its brokers have not all learned of yet (topic_log's
-# watermark_offsets waits on the same); a transport failure is an answer (tansu closes).
-_NOT_YET_LED: Final = frozenset(
-    {
-        KafkaError._NOENT,
-        KafkaError._UNKNOWN_PARTITION,
-        KafkaError._UNKNOWN_TOPIC,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-    }
-)
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+# Beside what topic_log waits out for a topic its brokers have not all learned of yet, what
+# DeleteRecords answers then; a transport failure is an answer (tansu closes the connection).
+_NOT_YET_LED: Final = NOT_YET_KNOWN | {
+    KafkaError._NOENT,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+}
 
 
 class TrimmedTopicLog(TopicLog):
@@ -72,7 +61,7 @@ class TrimmedTopicLog(TopicLog):
         replication_factor: int = -1,
         client_id: str = "quotagate",
         client_config: Mapping[str, str] | None = None,
-        clock: Clock = _wall_ms,
+        clock: Clock = wall_ms,
     ) -> None:
         if period_ms < 1:
             raise ValueError("period_ms must be positive")
