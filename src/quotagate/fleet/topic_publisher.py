@@ -3,13 +3,12 @@
 What the Kafka usage sink is built on (``[usage] sink = "kafka"``). The event loop appends
 rows to a batch and hands a full batch (or, at :meth:`TopicPublisher.flush`, a partial one)
 to a bounded queue (:class:`quotagate.usage.handover.BatchHandOver`); a thread of its own
-encodes each row into a (key, value) record and
-gives it to librdkafka, whose producer batches, compresses and retries. Memory is bounded
-twice: by the queue (``queue_size`` rows) and by librdkafka's own queue (the same number
-of records). When either is full, because the topic is slow or the cluster is gone, rows are
-dropped, counted (``dropped``) and logged at most once every few seconds; records librdkafka
-gives up on after ``message.timeout.ms`` are counted and logged the same way. Requests are
-never held back for a usage event.
+encodes each row into a (key, value) record and gives it to librdkafka, whose producer
+batches, compresses and retries. Memory is bounded twice: by the queue (``queue_size`` rows)
+and by librdkafka's own queue (the same number of records). When either is full, because the
+topic is slow or the cluster is gone, rows are dropped, counted (``dropped``) and logged at
+most once every few seconds; records librdkafka gives up on after ``message.timeout.ms`` are
+counted and logged the same way. Requests are never held back for a usage event.
 """
 
 from __future__ import annotations
