@@ -1,16 +1,16 @@
 """Writing usage events as Parquet, off the event loop, with bounded memory.
 
-The gateway hands each event to :meth:`UsageWriter.add` as a row tuple in the columns'
-order (:data:`quotagate.usage.schema.USAGE_COLUMNS`), which never blocks: the rows go to a
-background thread a batch at a time (:class:`quotagate.usage.handover.BatchHandOver`), so the
-event loop pays a tuple and a list append per event. When the writer thread falls so far
+The gateway hands each event to :meth:`UsageWriter.add` as a row tuple in the columns' order
+(:data:`quotagate.usage.schema.USAGE_COLUMNS`), which never blocks: the rows go to a
+background thread a batch at a time (:class:`quotagate.usage.handover.BatchHandOver`), so
+the event loop pays a tuple and a list append per event. When the writer thread falls so far
 behind that ``queue_size`` events wait for it, new events are dropped, counted and (at most
 once every few seconds) logged, because a slow disk must never slow the data path. A batch
 that is not full is handed over by :meth:`UsageWriter.flush`, which the gateway calls every
-housekeeping tick (once a second). The thread groups rows into one open
-file per ``date=YYYY-MM-DD/hour=HH`` partition and rolls files by age and by size. Files are
-written under a hidden ``.name`` and renamed when complete, so readers only ever see whole
-Parquet files.
+housekeeping tick (once a second). The thread groups rows into one open file per
+``date=YYYY-MM-DD/hour=HH`` partition and rolls files by age and by size. Files are written
+under a hidden ``.name`` and renamed when complete, so readers only ever see whole Parquet
+files.
 """
 
 from __future__ import annotations
