@@ -30,7 +30,8 @@ ALLOWED: dict[str, set[str]] = {
     "usage": {"quota", "logs"},
     "store": {"fleet", "logs", "security"},
     "gateway": {"protocol", "quota", "store", "security", "logs"},
-    "fleet": {"quota", "logs"},
+    # usage: the bounded hand-over the Kafka usage sink shares with the Parquet writer.
+    "fleet": {"quota", "usage", "logs"},
     "instance": {"gateway", "protocol", "fleet", "logs"},
     # security: the tenant rules share the grammar of Kafka's principal mapping rules.
     "enforcement": {"gateway", "protocol", "quota", "store", "usage", "fleet", "logs", "security"},

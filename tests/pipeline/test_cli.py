@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from quotagate.cli import app
@@ -46,12 +47,30 @@ def test_a_broken_quota_file_is_reported(tmp_path: Path) -> None:
     assert "error" in result.output
 
 
-def test_an_unknown_rollup_level_is_one_line(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        app, ["pipeline", "rollup", str(tmp_path), str(tmp_path / "o"), "--level", "topic"]
-    )
+# The commands that roll usage up, with their arguments: each takes --quotas and --level.
+ROLLING_UP = {
+    "rollup": lambda tmp: [str(tmp), str(tmp / "o")],
+    "stream": lambda tmp: ["127.0.0.1:9092", "usage", str(tmp / "o")],
+}
+
+
+@pytest.mark.parametrize("command", sorted(ROLLING_UP))
+def test_an_unknown_level_is_one_line(tmp_path: Path, command: str) -> None:
+    arguments = ROLLING_UP[command](tmp_path)
+    result = CliRunner().invoke(app, ["pipeline", command, *arguments, "--level", "topic"])
     assert result.exit_code == 2
     assert "unknown level 'topic'" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", sorted(ROLLING_UP))
+def test_a_broken_grouping_quota_file_is_one_line(tmp_path: Path, command: str) -> None:
+    quotas = tmp_path / "q.toml"
+    quotas.write_text("[[quota]]\nuser = 'a'\nproducer_byte_rate = -5\n")
+    arguments = ROLLING_UP[command](tmp_path)
+    result = CliRunner().invoke(app, ["pipeline", command, *arguments, "--quotas", str(quotas)])
+    assert result.exit_code == 2
+    assert "error" in result.output and str(quotas) in result.output.replace("\n", "")
     assert "Traceback" not in result.output
 
 

@@ -74,6 +74,41 @@ def _spark_options(
 _with_spark = with_options(_spark_options, into="spark")
 
 
+@dataclass(frozen=True, slots=True)
+class _Grouping:
+    """What the grouping options of a command that rolls usage up say
+    (:func:`_grouping_options`)."""
+
+    quotas: Path | None
+    level: str
+
+    def quota_text(self) -> str | None:
+        """The ``--quotas`` file's text, None without one; an unknown ``--level`` or a broken
+        file fails here, in a second, before Spark starts."""
+        from quotagate.pipeline.levels import check_level  # noqa: PLC0415
+        from quotagate.pipeline.quotas import read_quota_text  # noqa: PLC0415
+
+        check_level(self.level)
+        return read_quota_text(self.quotas) if self.quotas else None
+
+
+def _grouping_options(
+    quotas: Annotated[
+        Path | None, typer.Option("--quotas", help="Group by this quota file's sharing keys.")
+    ] = None,
+    level: str = typer.Option(
+        "user", "--level", help="Without --quotas: user, client-id or 'user,client-id'."
+    ),
+) -> _Grouping:
+    """The options of every command that rolls usage up, after its own."""
+    return _Grouping(quotas, level)
+
+
+# Inside _with_spark (its options come last) and outside _guarded: the group only gathers its
+# options, whose checks run in the command (_Grouping.quota_text), where _guarded sees them.
+_with_grouping = with_options(_grouping_options, into="grouping")
+
+
 def _guarded(command: Callable[P, None]) -> Callable[P, None]:
     """The command; user-fixable problems end it with one red line and exit code 2."""
 
@@ -143,36 +178,31 @@ def ingest(
 
 @app.command()
 @_with_spark
+@_with_grouping
 @_guarded
 def rollup(
     events: Annotated[Path, typer.Argument(help="Usage-event directory.")],
     out: Annotated[Path, typer.Argument(help="Output directory for the rollup tables.")],
-    quotas: Annotated[
-        Path | None, typer.Option("--quotas", help="Quota file deciding sharing keys.")
-    ] = None,
-    level: str = typer.Option(
-        "user", "--level", help="Without --quotas: user, client-id or 'user,client-id'."
-    ),
     *,
+    grouping: _Grouping,
     spark: _Spark,
 ) -> None:
     """Usage per sharing key and topic per quota window, with percentiles per entity."""
     from quotagate.pipeline.events import check_usage_dataset  # noqa: PLC0415
-    from quotagate.pipeline.levels import check_level  # noqa: PLC0415
-    from quotagate.pipeline.quotas import read_quota_text  # noqa: PLC0415
     from quotagate.pipeline.rollup import rollup as run  # noqa: PLC0415
 
-    check_level(level)  # before Spark starts: bad input fails in a second
+    text = grouping.quota_text()
     check_usage_dataset(events)
-    text = read_quota_text(quotas) if quotas else None
     summary = spark.run(
-        "rollup", lambda session: run(session, events, out, quota_text=text, level=level)
+        "rollup",
+        lambda session: run(session, events, out, quota_text=text, level=grouping.level),
     )
     _show("rolled up", summary)
 
 
 @app.command()
 @_with_spark
+@_with_grouping
 @_guarded
 def stream(
     bootstrap_servers: Annotated[
@@ -180,12 +210,6 @@ def stream(
     ],
     topic: Annotated[str, typer.Argument(help="The usage topic ([usage] topic).")],
     out: Annotated[Path, typer.Argument(help="Output directory: rollup/, cells/ and checkpoint/.")],
-    quotas: Annotated[
-        Path | None, typer.Option("--quotas", help="Group by this quota file's sharing keys.")
-    ] = None,
-    level: str = typer.Option(
-        "user", "--level", help="Without --quotas: user, client-id or 'user,client-id'."
-    ),
     trigger_s: float = typer.Option(10.0, "--trigger-s", min=0.1, help="Micro-batch interval."),
     watermark_s: float = typer.Option(
         600.0, "--watermark-s", min=0, help="How late an event may arrive and still count."
@@ -209,16 +233,15 @@ def stream(
         [], "--kafka-option", help="key=value for the Kafka client, e.g. security.protocol=SSL."
     ),
     *,
+    grouping: _Grouping,
     spark: _Spark,
 ) -> None:
     """Keep the rollup tables current from the usage topic (Structured Streaming)."""
     from quotagate.pipeline.errors import PipelineError  # noqa: PLC0415
-    from quotagate.pipeline.levels import check_level  # noqa: PLC0415
-    from quotagate.pipeline.quotas import read_quota_text  # noqa: PLC0415
     from quotagate.pipeline.stream.job import StreamOptions  # noqa: PLC0415
     from quotagate.pipeline.stream.job import stream as run  # noqa: PLC0415
 
-    check_level(level)
+    quota_text = grouping.quota_text()
     kafka_options = {}
     for item in kafka_option:
         key, equals, value = item.partition("=")
@@ -235,8 +258,8 @@ def stream(
     options = StreamOptions(
         bootstrap_servers,
         topic,
-        quota_text=read_quota_text(quotas) if quotas else None,
-        level=level,
+        quota_text=quota_text,
+        level=grouping.level,
         trigger_s=trigger_s,
         watermark_s=watermark_s,
         available_now=available_now,

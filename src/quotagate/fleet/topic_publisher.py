@@ -2,19 +2,18 @@
 
 What the Kafka usage sink is built on (``[usage] sink = "kafka"``). The event loop appends
 rows to a batch and hands a full batch (or, at :meth:`TopicPublisher.flush`, a partial one)
-to a bounded queue; a thread of its own encodes each row into a (key, value) record and
-gives it to librdkafka, whose producer batches, compresses and retries. Memory is bounded
-twice: by the queue (``queue_size`` rows) and by librdkafka's own queue (the same number
-of records). When either is full, because the topic is slow or the cluster is gone, rows are
-dropped, counted (``dropped``) and logged at most once every few seconds; records librdkafka
-gives up on after ``message.timeout.ms`` are counted and logged the same way. Requests are
-never held back for a usage event.
+to a bounded queue (:class:`quotagate.usage.handover.BatchHandOver`); a thread of its own
+encodes each row into a (key, value) record and gives it to librdkafka, whose producer
+batches, compresses and retries. Memory is bounded twice: by the queue (``queue_size`` rows)
+and by librdkafka's own queue (the same number of records). When either is full, because the
+topic is slow or the cluster is gone, rows are dropped, counted (``dropped``) and logged at
+most once every few seconds; records librdkafka gives up on after ``message.timeout.ms`` are
+counted and logged the same way. Requests are never held back for a usage event.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from quotagate.logs import kv
+from quotagate.usage.handover import BatchHandOver
 
 log = logging.getLogger(__name__)
 _LIBRDKAFKA_LOG = logging.getLogger(f"{__name__}.librdkafka")
@@ -32,8 +32,6 @@ _LIBRDKAFKA_LOG = logging.getLogger(f"{__name__}.librdkafka")
 Row = tuple[Any, ...]
 Encode = Callable[[Row], tuple[bytes, bytes]]
 
-_STOP: Final = object()
-_BATCH_ROWS: Final = 2048
 _DROP_LOG_INTERVAL_S: Final = 5.0
 _ADMIN_TIMEOUT_S: Final = 10.0
 # Throughput over latency (the stream job reads in triggers of seconds), and a bound on how
@@ -80,16 +78,12 @@ class TopicPublisher:
         self._queue_size = queue_size
         self._close_timeout_s = close_timeout_s
         self._create = create_topic
-        self._batch_rows = max(1, min(_BATCH_ROWS, queue_size // 2))
-        # Batches waiting for the thread plus the one being filled hold at most queue_size.
-        self._queue: queue.Queue[object] = queue.Queue(max(1, queue_size // self._batch_rows - 1))
-        self._batch: list[Row] = []
+        self._rows: BatchHandOver[Row] = BatchHandOver(queue_size)
         self._lock = threading.Lock()  # dropped is counted by both threads
         self._dropped = 0
         self.written = 0
         """Records the cluster acknowledged."""
         self._last_drop_log = 0.0
-        self._closed = False
         self._thread = threading.Thread(target=self._run, name="quotagate-usage-kafka", daemon=True)
         self._thread.start()
 
@@ -100,43 +94,24 @@ class TopicPublisher:
     @property
     def pending_rows(self) -> int:
         """Rows taken and not yet with librdkafka (at most ``queue_size``)."""
-        return self._queue.qsize() * self._batch_rows + len(self._batch)
+        return self._rows.pending
 
     # -- event loop side -------------------------------------------------------------------
 
     def add(self, row: Row) -> bool:
         """Take one row; False (and counted) when the publisher is that far behind."""
-        if self._closed:
-            self._drop(1, "closed")
-            return False
-        if len(self._batch) >= self._batch_rows and not self._hand_over():
-            self._drop(1, "queue_full")
-            return False
-        self._batch.append(row)
-        return True
+        if self._rows.add(row):
+            return True
+        self._drop(1, "closed" if self._rows.closed else "queue_full")
+        return False
 
     def flush(self) -> None:
         """Hand the rows taken so far to the thread; a no-op while it is behind."""
-        if self._batch:
-            self._hand_over()
-
-    def _hand_over(self) -> bool:
-        try:
-            self._queue.put_nowait(self._batch)
-        except queue.Full:
-            return False
-        self._batch = []
-        return True
+        self._rows.flush()
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._batch:
-            batch, self._batch = self._batch, []
-            self._queue.put(batch)  # may wait for the thread: closing is allowed to
-        self._queue.put(_STOP)
-        self._thread.join(2 * _ADMIN_TIMEOUT_S + self._close_timeout_s + 5.0)
+        if self._rows.close():
+            self._thread.join(2 * _ADMIN_TIMEOUT_S + self._close_timeout_s + 5.0)
 
     # -- publishing thread -----------------------------------------------------------------
 
@@ -150,16 +125,9 @@ class TopicPublisher:
                 "queue.buffering.max.messages": self._queue_size,
             }
         )
-        while True:
-            try:
-                item = self._queue.get(timeout=0.1)
-            except queue.Empty:
-                producer.poll(0)
-                continue
-            if item is _STOP:
-                break
-            assert isinstance(item, list)
-            self._publish(producer, item)
+        while (rows := self._rows.take(0.1)) is not None:
+            if rows:
+                self._publish(producer, rows)
             producer.poll(0)
         if producer.flush(self._close_timeout_s):
             # What the cluster never took is purged, and counted by its delivery reports.

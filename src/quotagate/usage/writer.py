@@ -1,16 +1,16 @@
 """Writing usage events as Parquet, off the event loop, with bounded memory.
 
-The gateway hands each event to :meth:`UsageWriter.add` as a row tuple in the columns'
-order (:data:`quotagate.usage.schema.USAGE_COLUMNS`), which never blocks: rows are appended
-to a batch, and a full batch is handed to a background thread whole, so the event loop pays
-a tuple and a list append per event, and a queue hand-over per few thousand. When the writer
-thread falls so far behind that ``queue_size`` events wait for it, new events are dropped,
-counted and (at most once every few seconds) logged, because a slow disk must never slow the
-data path. A batch that is not full is handed over by :meth:`UsageWriter.flush`, which the
-gateway calls every housekeeping tick (once a second). The thread groups rows into one open
-file per ``date=YYYY-MM-DD/hour=HH`` partition and rolls files by age and by size. Files are
-written under a hidden ``.name`` and renamed when complete, so readers only ever see whole
-Parquet files.
+The gateway hands each event to :meth:`UsageWriter.add` as a row tuple in the columns' order
+(:data:`quotagate.usage.schema.USAGE_COLUMNS`), which never blocks: the rows go to a
+background thread a batch at a time (:class:`quotagate.usage.handover.BatchHandOver`), so
+the event loop pays a tuple and a list append per event. When the writer thread falls so far
+behind that ``queue_size`` events wait for it, new events are dropped, counted and (at most
+once every few seconds) logged, because a slow disk must never slow the data path. A batch
+that is not full is handed over by :meth:`UsageWriter.flush`, which the gateway calls every
+housekeeping tick (once a second). The thread groups rows into one open file per
+``date=YYYY-MM-DD/hour=HH`` partition and rolls files by age and by size. Files are written
+under a hidden ``.name`` and renamed when complete, so readers only ever see whole Parquet
+files.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -31,13 +30,12 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from quotagate.usage.handover import BatchHandOver
 from quotagate.usage.schema import USAGE_SCHEMA, UsageEvent
 
 log = logging.getLogger(__name__)
 
-_STOP: Final = object()
 _DROP_LOG_INTERVAL_S: Final = 5.0
-_BATCH_ROWS: Final = 2048
 _HOUR_MS: Final = 3_600_000
 
 UsageRow = tuple[Any, ...]
@@ -58,11 +56,6 @@ class UsageWriterSettings:
     """Buffered rows are written at least this often."""
     queue_size: int = 200_000
     """Events held in memory waiting for the writer thread; beyond that they are dropped."""
-
-    @property
-    def batch_rows(self) -> int:
-        """Rows handed to the writer thread at once (at most half of ``queue_size``)."""
-        return max(1, min(_BATCH_ROWS, self.queue_size // 2))
 
 
 class _OpenFile:
@@ -88,12 +81,7 @@ class UsageWriter:
 
     def __init__(self, settings: UsageWriterSettings) -> None:
         self.settings = settings
-        self._batch_rows = settings.batch_rows
-        # Batches waiting for the thread plus the one being filled hold at most queue_size.
-        self._queue: queue.Queue[object] = queue.Queue(
-            max(1, settings.queue_size // self._batch_rows - 1)
-        )
-        self._batch: list[UsageRow] = []
+        self._rows: BatchHandOver[UsageRow] = BatchHandOver(settings.queue_size)
         self._buffers: dict[int, list[UsageRow]] = {}  # by hour since the epoch
         self._files: dict[int, _OpenFile] = {}
         self._sequence = 0
@@ -101,7 +89,6 @@ class UsageWriter:
         self.written = 0
         self.files_completed = 0
         self._last_drop_log = 0.0
-        self._closed = False
         _load_conversions()
         self._writer = threading.Thread(target=self._run, name="quotagate-usage", daemon=True)
         self._writer.start()
@@ -110,16 +97,13 @@ class UsageWriter:
 
     def add(self, row: UsageRow) -> bool:
         """Take one event; False (and counted) if the writer is that far behind or closed."""
-        if self._closed:
+        if self._rows.add(row):
+            return True
+        if self._rows.closed:
             self.dropped += 1
-            return False
-        batch = self._batch
-        if len(batch) >= self._batch_rows:
-            if not self._hand_over():
-                return False
-            batch = self._batch
-        batch.append(row)
-        return True
+        else:
+            self._drop()
+        return False
 
     def submit(self, event: UsageEvent) -> bool:
         """:meth:`add` for an event built as a :class:`UsageEvent`."""
@@ -128,20 +112,7 @@ class UsageWriter:
     def flush(self) -> None:
         """Hand the rows taken so far to the writer thread (they reach disk within its
         ``flush_interval_s``); a no-op while the thread is behind."""
-        if self._batch:
-            self._hand_over()
-
-    def _hand_over(self) -> bool:
-        batch = self._batch
-        try:
-            self._queue.put_nowait(batch)
-        except queue.Full:
-            if len(batch) >= self._batch_rows:
-                self._drop()  # the row being added: the batch is full and cannot go
-                return False
-            return True  # only a flush: keep filling this batch
-        self._batch = []
-        return True
+        self._rows.flush()
 
     def _drop(self) -> None:
         self.dropped += 1
@@ -157,44 +128,26 @@ class UsageWriter:
     @property
     def pending(self) -> int:
         """Events taken and not yet with the writer thread's files (approximately)."""
-        return self._queue.qsize() * self._batch_rows + len(self._batch)
+        return self._rows.pending
 
     def close(self, timeout_s: float = 60.0) -> None:
         """Write everything taken, close all files and stop the thread."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._batch:
-            batch, self._batch = self._batch, []
-            self._queue.put(batch)  # may wait for the thread: closing is allowed to
-        self._queue.put(_STOP)
-        self._writer.join(timeout_s)
+        if self._rows.close():
+            self._writer.join(timeout_s)
 
     # -- writer thread ---------------------------------------------------------------------
 
     def _run(self) -> None:
         settings = self.settings
         last_flush = time.monotonic()
-        while True:
-            try:
-                item = self._queue.get(timeout=settings.flush_interval_s)
-            except queue.Empty:
-                item = None
-            if item is _STOP:
-                break
-            if isinstance(item, list):
-                self._buffer(item)
+        while (rows := self._rows.take(settings.flush_interval_s)) is not None:
+            if rows:
+                self._buffer(rows)
                 # Drain what else is there without waking up per batch.
-                while True:
-                    try:
-                        more = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if more is _STOP:
-                        self._finish()
-                        return
-                    if isinstance(more, list):
-                        self._buffer(more)
+                while more := self._rows.take(0):
+                    self._buffer(more)
+                if more is None:
+                    break
             now = time.monotonic()
             if now - last_flush >= settings.flush_interval_s:
                 last_flush = now
