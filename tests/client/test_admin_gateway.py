@@ -4,6 +4,7 @@ client, confluent-kafka), the synchronous wrapper, and reconnect backoff against
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import Callable
 
@@ -139,13 +140,15 @@ async def test_reconnects_to_a_dead_port_back_off_exponentially() -> None:
 async def test_the_call_deadline_bounds_connection_setup(
     start_gateway: Callable[..., BackgroundGateway],
 ) -> None:
-    # A gateway whose upstream is down holds ApiVersions while it tries the upstream
-    # (upstream.connect.timeout.ms: 3 s here, three times the call's deadline; the default
-    # 10 s only made the gateway's stop wait longer); the call gives up at its own deadline.
-    gateway = start_gateway(f"{LOOPBACK}:{free_port()}", upstream_connect_timeout_ms=3_000)
-    events = Recorder()
-    async with AdminClient(str(gateway.bootstrap), events=events) as admin:
-        result = await admin.create_topics([NewTopic("never", 1, 1)], timeout_ms=1_000)
+    # An upstream that takes connections (the kernel completes them into the backlog) and
+    # never answers: the gateway holds ApiVersions, and the call gives up at its own deadline.
+    with socket.socket() as silent:
+        silent.bind((LOOPBACK, 0))
+        silent.listen(16)
+        gateway = start_gateway(f"{LOOPBACK}:{silent.getsockname()[1]}")
+        events = Recorder()
+        async with AdminClient(str(gateway.bootstrap), events=events) as admin:
+            result = await admin.create_topics([NewTopic("never", 1, 1)], timeout_ms=1_000)
     error = result["never"]
     assert isinstance(error, KafkaTimeoutError)
     assert "timed out waiting for the response to api_versions v4 to node -1" in error.message

@@ -274,16 +274,23 @@ async def open_upstream(
     """Connect, retrying with backoff until ``budget_s`` has passed; the transport, and the SASL
     session lifetime the upstream gave in ms (KIP-368; 0 without SASL or when unlimited).
 
-    A TLS or SASL failure counts as a failed attempt like a refused connection: it is retried
-    with backoff and reported through ``on_failure`` every time, never retried without TLS.
+    A TLS or SASL failure or a timeout is retried with backoff and reported through
+    ``on_failure`` every time, never retried without TLS. A refused connection is not retried
+    to the same address: the broker is down, and a client held here for the whole budget
+    would take the gateway's port for a live broker instead of backing off and asking for
+    new leaders, as it does when Kafka's own broker refuses it. Once every address the picker
+    offers has refused, this gives up (the backoff still applies to the next connection).
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + budget_s
     attempt = 0
+    refused: set[HostPort] = set()
     while True:
         address = pick(attempt)
         if address is None:
             raise UpstreamUnavailableError("no upstream address known for this broker")
+        if address in refused:
+            raise UpstreamUnavailableError(f"{address} refused the connection")
         now = loop.time()
         wait = health.wait_s(address, now)
         if now + wait > deadline:
@@ -301,6 +308,8 @@ async def open_upstream(
             delay = health.failed(address, loop.time())
             attempt += 1
             on_failure(address, attempt, delay, exc)
+            if isinstance(exc, ConnectionRefusedError):
+                refused.add(address)
             continue
         health.succeeded(address)
         return transport, channel.session_lifetime_ms
