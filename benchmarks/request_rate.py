@@ -19,9 +19,11 @@ median req/s of each target, its ratio to direct, and the CPU time (user + syste
 /proc, every thread and child) the relay process spent per response. The broker and the load
 process run on the same cores, so the ratios, not the absolute rates, are the figure.
 ``--pure`` adds the same gateway running its pure-Python modules (``QUOTAGATE_PURE_PYTHON``)
-beside the compiled build. ``--baseline-src DIR`` adds a second gateway importing quotagate
-from ``DIR`` (the ``src`` directory of another checkout, e.g. from ``git archive``): before
-and after, in one run.
+beside the compiled build. ``--usage-to-kafka`` adds the same gateway publishing its usage
+events to the usage topic on the upstream as well (``[usage] sink = ["parquet", "kafka"]``):
+what the Kafka usage sink costs per request. ``--baseline-src DIR`` adds a second gateway
+importing quotagate from ``DIR`` (the ``src`` directory of another checkout, e.g. from
+``git archive``): before and after, in one run.
 """
 
 from __future__ import annotations
@@ -287,6 +289,9 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=8)
     parser.add_argument("--baseline-src", type=Path, help="also run a gateway from this src")
     parser.add_argument("--pure", action="store_true", help="also run a pure-Python gateway")
+    parser.add_argument(
+        "--usage-to-kafka", action="store_true", help="also run a gateway with the Kafka sink"
+    )
     upstreams.add_option(parser)
     parser.add_argument("--load", nargs=2, metavar=("HOST", "PORT"), help=argparse.SUPPRESS)
     parser.add_argument("--tls-ca", help=argparse.SUPPRESS)
@@ -333,6 +338,15 @@ def main() -> None:
                 node_ids=broker.node_ids,
             )
             gateways.append(pure_process)
+        if args.usage_to_kafka:
+            sink, sink_process = start_gateway(
+                broker.bootstrap,
+                workdir,
+                f'[store]\npath = "{store}"\n[usage]\npath = "{workdir / "usage-sink"}"\n'
+                'sink = ["parquet", "kafka"]\n',
+                node_ids=broker.node_ids,
+            )
+            gateways.append(sink_process)
         if args.baseline_src is not None:
             baseline_store = workdir / "quotas-baseline.db"
             configure_quotas(baseline_store, args.baseline_src.resolve())
@@ -351,6 +365,8 @@ def main() -> None:
         targets["quotagate, quotas and usage events on"] = (gateway, gateway_process.pid)
         if args.pure:
             targets["the same, pure Python (--pure)"] = (pure, pure_process.pid)
+        if args.usage_to_kafka:
+            targets["the same, usage to Parquet and Kafka"] = (sink, sink_process.pid)
         if args.baseline_src is not None:
             targets["baseline quotagate (--baseline-src)"] = (baseline, baseline_process.pid)
         figures: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in targets}
