@@ -20,6 +20,8 @@ import json
 from importlib import resources
 from typing import Any, Final
 
+import orjson
+
 from quotagate.usage.schema import USAGE_COLUMNS
 
 SCHEMA_VERSION: Final = 1
@@ -29,7 +31,6 @@ SCHEMA_FILE: Final = "usage-event-v1.schema.json"
 _TOPICS: Final = USAGE_COLUMNS.index("topics")
 _PRINCIPAL: Final = USAGE_COLUMNS.index("principal")
 _TENANT: Final = USAGE_COLUMNS.index("tenant")
-_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def record(row: tuple[Any, ...]) -> tuple[bytes, bytes]:
@@ -38,7 +39,9 @@ def record(row: tuple[Any, ...]) -> tuple[bytes, bytes]:
     fields["topics"] = [{"topic": t, "bytes": b} for t, b in row[_TOPICS]]
     fields[VERSION_FIELD] = SCHEMA_VERSION
     key = row[_TENANT] or row[_PRINCIPAL]
-    return key.encode(), _ENCODER.encode(fields).encode()
+    # orjson: compact UTF-8, as json.dumps(separators=(",", ":"), ensure_ascii=False) writes it,
+    # at a fraction of the CPU the gateway's process spends per event.
+    return key.encode(), orjson.dumps(fields)
 
 
 def json_schema() -> dict[str, Any]:
