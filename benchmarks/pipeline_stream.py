@@ -16,6 +16,7 @@ publishing side.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -94,7 +95,7 @@ def main() -> None:
             delay = time.monotonic() - last_written
             os.killpg(job.pid, signal.SIGTERM)
             job.wait(60)
-            _reap()
+            _reap_group(job.pid)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             job_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
             batches = sorted(
@@ -165,12 +166,22 @@ def _wait_for(condition: Callable[[], object], timeout_s: float, what: str) -> N
         time.sleep(0.1)
 
 
-def _reap() -> None:
+def _reap_group(group: int, timeout_s: float = 60.0) -> None:
+    """Wait for every process of the job's group, its JVM included (ours to reap as the
+    subreaper once the job's own process is gone), so its CPU time is counted; SIGKILL what
+    is left after ``timeout_s``. Only that group: Kafka's broker is a child of ours too."""
+    deadline = time.monotonic() + timeout_s
     while True:
         try:
-            os.wait()
+            pid, _ = os.waitpid(-group, os.WNOHANG)
         except ChildProcessError:
             return
+        if pid == 0:
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(group, signal.SIGKILL)
+                deadline = float("inf")
+            time.sleep(0.1)
 
 
 if __name__ == "__main__":
