@@ -116,6 +116,21 @@ def test_measures_charge_each_quota_type_its_own_unit(spark: SparkSession) -> No
     assert charged["reader", "fetch"].value == 9000.0
 
 
+def test_a_throttled_fetch_is_charged_no_bytes(spark: SparkSession) -> None:
+    """Kafka answers a throttled fetch empty and takes its bytes back (unrecordQuotaSensor),
+    whichever quota throttled it: the fetch quota's value counts the request, not its bytes."""
+    events = _events(
+        spark,
+        _fetch(T0, 9000),
+        _fetch(T0 + 1, 7000, throttle_ms=300, throttle_cause="fetch"),
+        _fetch(T0 + 2, 5000, throttle_ms=20, throttle_cause="request"),
+    )
+    fetch = [r for r in measures(usage_cells(events, 1)).collect() if r.quota_type == "fetch"]
+    assert sum(r.value for r in fetch) == 9000.0
+    assert sum(r.requests for r in fetch) == 3
+    assert sum(r.throttle_ms for r in fetch) == 300  # the request quota's 20 ms is its own
+
+
 def test_windows_rate_and_sustained_rate(spark: SparkSession) -> None:
     events = _events(
         spark,

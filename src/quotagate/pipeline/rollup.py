@@ -139,10 +139,11 @@ def cell_rows(events: DataFrame, window_s: int) -> DataFrame:
     """Events summed per :data:`CELL_COLUMNS`, ``topic`` and event-time window
     (``window_start_ms``). An event counts once, on the row of its first topic (or its only
     row, ``topic`` null, when it names none): ``requests``, the byte, time and mutation sums
-    the quotas charge, the throttle and the requests throttled; ``topic_bytes`` is the bytes
-    each topic got, and ``first_ts_ms``/``last_ts_ms`` bound the events. ``events`` needs an
-    ``event_time`` column (:func:`with_event_time`); a stream's may carry a watermark, as the
-    only aggregation it does is this one."""
+    the quotas charge (``response_bytes`` of the requests not throttled), the throttle and
+    the requests throttled; ``topic_bytes`` is the bytes each topic got, and
+    ``first_ts_ms``/``last_ts_ms`` bound the events. ``events`` needs an ``event_time``
+    column (:func:`with_event_time`); a stream's may carry a watermark, as the only
+    aggregation it does is this one."""
     first = F.col("pos").isNull() | (F.col("pos") == 0)
 
     def once(column: Column) -> Column:
@@ -158,7 +159,11 @@ def cell_rows(events: DataFrame, window_s: int) -> DataFrame:
         .agg(
             once(F.lit(1)).alias("requests"),
             once(F.col("request_bytes")).alias("request_bytes"),
-            once(F.col("response_bytes")).alias("response_bytes"),
+            # What the fetch quota kept: a throttled fetch is answered empty and its bytes
+            # taken back, as Kafka does (quota.decision.settle), whichever quota throttled.
+            once(F.when(F.col("throttle_ms") > 0, 0).otherwise(F.col("response_bytes"))).alias(
+                "response_bytes"
+            ),
             once(F.col("gateway_time_us") + F.col("upstream_time_us")).alias("time_us"),
             once(F.col("partition_mutations")).alias("partition_mutations"),
             once(F.col("throttle_ms")).alias("throttle_ms"),
