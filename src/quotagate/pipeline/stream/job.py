@@ -5,10 +5,10 @@ records of encoding version 1 (``quotagate.usage.stream``) are parsed with ``fro
 timed by their ``ts_ms`` (event time, with a watermark: an event later than that behind the
 newest one seen is left out) and summed into the rollup's cell rows
 (``rollup.cell_rows``) per quota window, in Spark's state store. Every micro-batch writes
-the cell rows it changed to ``OUT/cells/batch=N/`` and then rewrites ``OUT/rollup/``
-from all of them, each cell row taken from the latest batch that wrote it, through the
-batch rollup's own ``rollup_cells``: ``recommend`` and ``report`` read ``OUT/rollup``
-exactly as they read a batch rollup.
+the cell rows it changed to ``OUT/cells/batch=N/`` (compacted now and then: ``cells.py``)
+and then rewrites ``OUT/rollup/`` from all of them, each cell row taken from the latest
+batch that wrote it, through the batch rollup's own ``rollup_cells``: ``recommend`` and
+``report`` read ``OUT/rollup`` exactly as they read a batch rollup.
 
 Exactly once: the checkpoint (``OUT/checkpoint``) records which offsets batch N reads
 before the batch runs and the state after; a job killed mid-batch reruns batch N from the
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import IntegerType, StructField, StructType
 
@@ -31,18 +31,11 @@ from quotagate.pipeline.errors import PipelineError
 from quotagate.pipeline.events import usage_spark_schema
 from quotagate.pipeline.levels import template_quota_text
 from quotagate.pipeline.quotas import parse_quotas, window_seconds
-from quotagate.pipeline.rollup import (
-    CELL_COLUMNS,
-    cell_rows,
-    cells_of,
-    rollup_cells,
-    topics_of,
-    with_event_time,
-)
+from quotagate.pipeline.rollup import cell_rows, cells_of, rollup_cells, topics_of, with_event_time
+from quotagate.pipeline.stream import cells
 from quotagate.usage.schema import USAGE_COLUMNS
 from quotagate.usage.stream import SCHEMA_VERSION, VERSION_FIELD
 
-CELLS_DIR: Final = "cells"
 ROLLUP_DIR: Final = "rollup"
 CHECKPOINT_DIR: Final = "checkpoint"
 CONNECTOR: Final = "spark-sql-kafka-0-10"
@@ -100,8 +93,8 @@ def stream(spark: SparkSession, options: StreamOptions, out: str | Path) -> None
     )
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
-        # Overwritten whole: a batch rerun after a crash replaces its first attempt.
-        batch.write.mode("overwrite").parquet(str(out / CELLS_DIR / f"batch={batch_id}"))
+        cells.write_batch(batch, out, batch_id)
+        cells.compact_if_due(batch.sparkSession, out, batch_id)
         refresh_rollup(batch.sparkSession, out, quota_text=options.quota_text, level=options.level)
 
     writer = (
@@ -133,7 +126,7 @@ def refresh_rollup(
     spark: SparkSession, out: Path, *, quota_text: str | None = None, level: str = "user"
 ) -> dict[str, Any]:
     """Rewrite ``OUT/rollup`` from every batch's cell rows, the latest of each."""
-    rows = latest_rows(spark.read.parquet(str(out / CELLS_DIR))).cache()
+    rows = cells.current_cells(spark, out).cache()
     try:
         return rollup_cells(
             spark,
@@ -145,19 +138,6 @@ def refresh_rollup(
         )
     finally:
         rows.unpersist()
-
-
-def latest_rows(written: DataFrame) -> DataFrame:
-    """Each cell row as the latest batch wrote it: a batch in update mode writes a cell row
-    whole (its sums so far) whenever an event changed it."""
-    latest = Window.partitionBy("window_start_ms", *CELL_COLUMNS, "topic").orderBy(
-        F.col("batch").desc()
-    )
-    return (
-        written.withColumn("_rank", F.row_number().over(latest))
-        .where(F.col("_rank") == 1)
-        .drop("_rank", "batch")
-    )
 
 
 def _missing_connector(spark: SparkSession) -> str:
