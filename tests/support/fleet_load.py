@@ -168,8 +168,8 @@ def _paced(
             "linger.ms": 5,
             # A bounded local buffer in bytes as well as in records: what a connection sends
             # right after a mute is then alike for small and large records. A quarter of a MB
-            # per connection per unmute is a debt Kafka's one-window throttle cap cannot make
-            # a client pay back, and spread over workers it is admitted before peers hear of it.
+            # per connection per unmute arrives as one burst, and spread over workers it is
+            # admitted before peers hear of it.
             "queue.buffering.max.messages": 32,
             "queue.buffering.max.kbytes": buffer_kbytes,
         }
