@@ -340,7 +340,8 @@ def test_pieces_are_dealt_by_size_and_tasks_left_without_one_count_no_line(
     assert dealt[0][0].path.endswith("large.log.gz") and dealt[0][0].end == -1
     job = IngestJob(dealt, str(tmp_path / "events"), UTC)
     empty = pa.Table.from_batches(list(run_task(job, 3)))
-    assert empty.to_pylist() == [{"status": "ok", "reason": None, "line": None, "lines": 0}]
+    expected = {"status": "ok", "reason": None, "line": None, "lines": 0, "bucket": 0}
+    assert empty.to_pylist() == [expected]
 
 
 @pytest.mark.parametrize("suffix", [".gz", ".bz2"])
@@ -416,14 +417,17 @@ def test_ingest_of_one_small_file_leaves_a_task_idle(spark: SparkSession, tmp_pa
 def test_a_retried_or_abandoned_task_attempt_leaves_one_copy_of_its_events(
     tmp_path: Path,
 ) -> None:
-    log = tmp_path / "broker-1.log"
-    # An other logger's line: the task hands it back while its files are still open.
+    log, lost = tmp_path / "broker-1.log", tmp_path / "broker-2.log"
     log.write_text("\n".join([*(_json_line(_json()) for _ in range(5)), "other"]) + "\n")
-    job = IngestJob(deal_pieces([log], 1), str(tmp_path / "events"), UTC)
-    abandoned = run_task(job, 0)
-    next(abandoned)  # the attempt wrote its first block, then was killed or lost its race
-    abandoned.close()
+    lost.write_text(_json_line(_json()) + "\n")
+    # An attempt that wrote its first file's events and then failed on its second.
+    failing = IngestJob(deal_pieces([log, lost], 1), str(tmp_path / "events"), UTC)
+    lost.unlink()
+    with pytest.raises(FileNotFoundError):
+        list(run_task(failing, 0))
     assert not list((tmp_path / "events").rglob("*.parquet"))
+    assert not list((tmp_path / "events").rglob(".*"))
+    job = IngestJob(deal_pieces([log], 1), str(tmp_path / "events"), UTC)
     for _ in range(2):  # the retry, and a speculative attempt finishing after it
         list(run_task(job, 0))
     files = list((tmp_path / "events").rglob("*.parquet"))

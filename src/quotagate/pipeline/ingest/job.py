@@ -26,6 +26,7 @@ import pyarrow as pa
 from quotagate.pipeline.errors import PipelineError
 from quotagate.pipeline.events import write_usage
 from quotagate.pipeline.ingest.reference import gateway_of, parse_line
+from quotagate.pipeline.ingest.samples import SAMPLE_BUCKETS, SAMPLES, spark_bucket
 from quotagate.pipeline.tables import write_json
 
 if TYPE_CHECKING:
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
 REPORT_NAME: Final = "_ingest_report.json"
 __all__ = ["REPORT_NAME", "gateway_of", "ingest", "parse_line", "write_parsed"]
 
-SAMPLES: Final = 20
-_SAMPLE_BUCKETS: Final = 2 * SAMPLES
 _STATUSES: Final = ("ok", "error", "other")
 
 
@@ -47,7 +46,7 @@ def ingest(
     One task per core (``defaultParallelism``), each dealt pieces of the log files; each
     task's Python worker reads its pieces itself, parses them with whole-array kernels
     (``ingest.arrow``), writes its events with pyarrow and hands back only its count of
-    events and the lines that are not events, which Spark counts and samples. The JVM
+    events and, folded per hash bucket, the lines that are not events. The JVM
     parses nothing: Spark SQL's parse cost more per line than Python's (BENCHMARKS.md,
     "Pipeline"). ``parse_line`` is the reference the tests hold the vectorized parse to,
     and parses the lines that are not a broker's exact shape."""
@@ -120,15 +119,14 @@ def _report(
 
 def _bucket_samples(tasks: DataFrame) -> dict[str, Any]:
     """What ``_bucket_metrics`` finds, from the tasks' rows (``status``, ``reason``,
-    ``line`` and the ``lines`` each stands for), grouped by status and hash bucket of the
-    line: a small plan, where the 83 aggregates of one row cost a second of planning and
-    code generation per ingest (BENCHMARKS.md, "Pipeline")."""
+    ``line``, the ``lines`` each stands for and their ``bucket``), folded once more per
+    status and bucket: a small plan, where the 83 aggregates of one row cost a second of
+    planning and code generation per ingest (BENCHMARKS.md, "Pipeline")."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
-    bucket = F.pmod(F.xxhash64("line"), F.lit(_SAMPLE_BUCKETS)).alias("bucket")
-    sample = F.when(F.col("status") != "ok", F.to_json(F.struct("line", "reason")))
-    grouped = tasks.groupBy("status", bucket).agg(
-        F.sum("lines").alias("lines"), F.min(sample).alias("sample")
+    least = F.min(F.when(F.col("status") != "ok", F.struct("line", "reason")))
+    grouped = tasks.groupBy("status", "bucket").agg(
+        F.sum("lines").alias("lines"), F.to_json(least).alias("sample")
     )
     metrics: dict[str, Any] = dict.fromkeys(_STATUSES, 0)
     for row in grouped.collect():
@@ -138,27 +136,23 @@ def _bucket_samples(tasks: DataFrame) -> dict[str, Any]:
 
 
 def _bucket_metrics() -> list[Any]:
-    """Aggregates over every parsed line: a count per bucket, and for the two buckets of
-    lines that are not events, one sample per hash bucket of the line (bounded memory
-    whatever the number of such lines; lines that share a hash bucket give one sample)."""
+    """Aggregates over every parsed line: a count per status, and for the two statuses of
+    lines that are not events, the least line of each hash bucket (``ingest.samples``)."""
     from pyspark.sql import functions as F  # noqa: N812, PLC0415
 
     status = F.col("status")
     metrics = [F.count(F.when(status == name, 1)).alias(name) for name in _STATUSES]
-    spread = F.pmod(F.xxhash64("line"), F.lit(_SAMPLE_BUCKETS))
+    spread = spark_bucket(F.col("line"))
     for name in ("error", "other"):
-        for bucket in range(_SAMPLE_BUCKETS):
+        for bucket in range(SAMPLE_BUCKETS):
             # As JSON text: an observed metric cannot be a struct.
-            sample = F.when(
-                (status == name) & (spread == bucket), F.to_json(F.struct("line", "reason"))
-            )
-            # The least line of the bucket: the same samples however the lines are split.
-            metrics.append(F.min(sample).alias(f"{name}_{bucket}"))
+            least = F.min(F.when((status == name) & (spread == bucket), F.struct("line", "reason")))
+            metrics.append(F.to_json(least).alias(f"{name}_{bucket}"))
     return metrics
 
 
 def _samples(metrics: Any, status: str) -> list[dict[str, str]]:
-    found = (metrics.get(f"{status}_{bucket}") for bucket in range(_SAMPLE_BUCKETS))
+    found = (metrics.get(f"{status}_{bucket}") for bucket in range(SAMPLE_BUCKETS))
     samples = [json.loads(text) for text in found if text is not None][:SAMPLES]
     return [{"reason": sample.get("reason"), "line": sample["line"]} for sample in samples]
 

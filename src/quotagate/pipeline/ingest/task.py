@@ -1,8 +1,8 @@
 """One ingest task's whole work, in the executor's Python worker: read its pieces of the
 request logs, parse them a block at a time (``ingest.arrow``), write its events as
-``date=…/hour=…/`` Parquet and hand back only its count of events and the lines that are
-not events (for the report's counts and samples). The JVM schedules the task and sees no
-event.
+``date=…/hour=…/`` Parquet and hand back only its count of events and, folded per hash
+bucket (``ingest.samples``), the count and least line of those that are not events. The
+JVM schedules the task and sees neither events nor other loggers' lines.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ import pyarrow.parquet as pq
 from quotagate.pipeline.ingest.arrow import REST_SCHEMA, parse_block
 from quotagate.pipeline.ingest.read import Piece, read_lines
 from quotagate.pipeline.ingest.reference import gateway_of
+from quotagate.pipeline.ingest.samples import BucketFold
 from quotagate.usage.schema import USAGE_SCHEMA
 
 _HOUR_MS: Final = 3_600_000
-# The lines that are not events, one row each, and one row counting the events.
-TASK_SCHEMA: Final = pa.schema([*REST_SCHEMA, ("lines", pa.int64())])
+# A row per (status, hash bucket) of the lines that are not events, one counting the events.
+TASK_SCHEMA: Final = pa.schema([*REST_SCHEMA, ("lines", pa.int64()), ("bucket", pa.int64())])
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +40,9 @@ class IngestJob:
 
 
 def run_task(job: IngestJob, task: int) -> Iterator[pa.RecordBatch]:
-    """The task's lines that are not events, a block at a time (so that a log of mostly
-    other loggers' lines never has to fit in memory), then one row counting its events.
+    """The task's lines that are not events, folded per (status, hash bucket) to a count and
+    a least line (a log of mostly other loggers' lines costs a few rows), then one row
+    counting its events.
 
     Its files are written under hidden names of this attempt and renamed to
     ``part-TASK.parquet`` only once the task has written everything: a failed, retried or
@@ -48,6 +50,7 @@ def run_task(job: IngestJob, task: int) -> Iterator[pa.RecordBatch]:
     a second copy of its events."""
     writers: _Writers = {}
     events = 0
+    rest = BucketFold()
     try:
         for piece in job.pieces[task]:
             gateway_id = gateway_of(Path(piece.path).as_uri())
@@ -55,8 +58,7 @@ def run_task(job: IngestJob, task: int) -> Iterator[pa.RecordBatch]:
                 block = parse_block(lines, gateway_id, job.tz)
                 events += block.events.num_rows
                 _write(block.events, Path(job.out), task, writers)
-                ones = pa.array(np.ones(block.rest.num_rows, np.int64))
-                yield from block.rest.append_column("lines", ones).to_batches()
+                rest.add(block.rest)
     except BaseException:
         for writer, hidden, _ in writers.values():
             writer.close()
@@ -65,7 +67,8 @@ def run_task(job: IngestJob, task: int) -> Iterator[pa.RecordBatch]:
     for writer, hidden, final in writers.values():
         writer.close()
         os.replace(hidden, final)
-    counted = {"status": ["ok"], "reason": [None], "line": [None], "lines": [events]}
+    yield from pa.table(rest.rows(), schema=TASK_SCHEMA).to_batches()
+    counted = {"status": ["ok"], "reason": [None], "line": [None], "lines": [events], "bucket": [0]}
     yield from pa.table(counted, schema=TASK_SCHEMA).to_batches()
 
 
