@@ -42,9 +42,6 @@ _PRODUCER_TUNING: Final = {
     "acks": "all",
     "enable.idempotence": False,
     "message.timeout.ms": 30_000,
-    # A Python callback per acknowledged record cost the gateway's process more than the
-    # record's encoding; successes are counted from what librdkafka still holds instead.
-    "delivery.report.only.error": True,
 }
 
 
@@ -84,11 +81,8 @@ class TopicPublisher:
         self._rows: BatchHandOver[Row] = BatchHandOver(queue_size)
         self._lock = threading.Lock()  # dropped is counted by both threads
         self._dropped = 0
-        self._handed = 0  # records librdkafka took
-        self._failed = 0  # of those, records it gave up on
         self.written = 0
-        """Records the cluster acknowledged: exact once closed, and while running every
-        record handed to librdkafka that it neither holds any more nor gave up on."""
+        """Records the cluster acknowledged."""
         self._last_drop_log = 0.0
         self._thread = threading.Thread(target=self._run, name="quotagate-usage-kafka", daemon=True)
         self._thread.start()
@@ -135,15 +129,10 @@ class TopicPublisher:
             if rows:
                 self._publish(producer, rows)
             producer.poll(0)
-            self._count_written(producer)
         if producer.flush(self._close_timeout_s):
             # What the cluster never took is purged, and counted by its delivery reports.
             producer.purge()
             producer.flush(0)
-        self._count_written(producer)
-
-    def _count_written(self, producer: Any) -> None:
-        self.written = self._handed - self._failed - len(producer)
 
     def _publish(self, producer: Any, rows: list[Row]) -> None:
         produce = producer.produce
@@ -153,7 +142,6 @@ class TopicPublisher:
             try:
                 key, value = self._encode(row)
                 produce(topic, value, key, on_delivery=delivered)
-                self._handed += 1
             except BufferError:
                 # librdkafka's queue is full: the cluster is slow or gone. What is left of
                 # this batch goes too; waiting here would only fill the queue behind us.
@@ -163,9 +151,9 @@ class TopicPublisher:
                 self._drop(1, f"unencodable:{type(exc).__name__}")
 
     def _delivered(self, error: Any, _message: Any) -> None:
-        # Failures only (delivery.report.only.error).
-        if error is not None:
-            self._failed += 1
+        if error is None:
+            self.written += 1
+        else:
             self._drop(1, f"delivery_failed:{error.name()}")
 
     def _drop(self, count: int, reason: str) -> None:
