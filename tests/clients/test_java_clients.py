@@ -2,8 +2,9 @@
 client of Apache Kafka 4.3.1 and of kafka-clients 3.9.1 through a gateway with quotas of
 every kind, in front of the three-node Kafka cluster, driven by
 tests/clients/java/JavaClients.java: one JVM run per client line creates a topic, produces
-2 000 records (acks=all), consumes them in a group (each exactly once), produces 500 kB under a
-100 kB/s ``producer_byte_rate`` of a client id of its own, and deletes the topic.
+2 000 records (acks=all), consumes them in a group (each exactly once), produces 500 kB to one
+partition (one leader, one connection, as the other clients' greedy runs) under a 100 kB/s
+``producer_byte_rate`` of a client id of its own, and deletes the topic.
 
 The Java client throttles itself (KIP-219): given ``throttle_time_ms`` it sends that broker
 nothing more until the time is up, so while the gateway has the connection muted nothing of it
