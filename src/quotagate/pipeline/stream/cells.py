@@ -89,33 +89,30 @@ def _written(spark: SparkSession, out: Path) -> DataFrame:
     return written[0] if len(written) == 1 else written[0].unionByName(written[1])
 
 
+def _numbered(directory: Path, prefix: str) -> list[tuple[int, Path]]:
+    """The ``PREFIXN`` directories under ``directory``, with their N, in order of N (hidden
+    and half-written ones, and anything else, left out)."""
+    found = []
+    for path in directory.glob(f"{prefix}*"):
+        number = path.name.removeprefix(prefix)
+        if number.isdigit():
+            found.append((int(number), path))
+    return sorted(found)
+
+
 def _compacted_upto(out: Path) -> int | None:
     """The last batch the newest compaction covers, None before the first."""
-    found = [
-        int(path.name.removeprefix(_UPTO))
-        for path in (out / COMPACTED_DIR).glob(f"{_UPTO}*")
-        if path.name.removeprefix(_UPTO).isdigit()
-    ]
-    return max(found, default=None)
+    return max((n for n, _ in _numbered(out / COMPACTED_DIR, _UPTO)), default=None)
 
 
 def _loose(out: Path, upto: int | None) -> list[Path]:
     """The batch directories no compaction covers, in batch order."""
-    found = []
-    for path in (out / CELLS_DIR).glob(f"{_BATCH}=*"):
-        number = path.name.partition("=")[2]
-        if number.isdigit() and (upto is None or int(number) > upto):
-            found.append((int(number), path))
-    return [path for _, path in sorted(found)]
+    return [p for n, p in _numbered(out / CELLS_DIR, f"{_BATCH}=") if upto is None or n > upto]
 
 
 def _remove_covered(out: Path, upto: int) -> None:
     """The batch directories and older compactions the one up to ``upto`` replaces."""
-    for path in (out / CELLS_DIR).glob(f"{_BATCH}=*"):
-        number = path.name.partition("=")[2]
-        if number.isdigit() and int(number) <= upto:
-            shutil.rmtree(path, ignore_errors=True)
-    for path in (out / COMPACTED_DIR).glob(f"{_UPTO}*"):
-        number = path.name.removeprefix(_UPTO)
-        if number.isdigit() and int(number) < upto:
-            shutil.rmtree(path, ignore_errors=True)
+    covered = [p for n, p in _numbered(out / CELLS_DIR, f"{_BATCH}=") if n <= upto]
+    older = [p for n, p in _numbered(out / COMPACTED_DIR, _UPTO) if n < upto]
+    for path in [*covered, *older]:
+        shutil.rmtree(path, ignore_errors=True)
