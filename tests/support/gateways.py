@@ -32,10 +32,7 @@ def gateway_config(
         upstream, node_ids = upstream.bootstrap, upstream.node_ids
     first, count = min(node_ids), max(node_ids) - min(node_ids) + 1
     start = free_ports(count)
-    broker_ports = range(start, start + count)
-    listen = free_port()
-    while listen in broker_ports:  # each was free a moment ago: the OS may hand one out twice
-        listen = free_port()
+    listen = free_port()  # never one of those: a process hands out each port once
     listener_config = ListenerConfig(
         name=security_protocol,
         listen=HostPort(LOOPBACK, listen),

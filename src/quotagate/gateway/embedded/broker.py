@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import socket
 import subprocess
+import threading
 from pathlib import Path
 from typing import IO, Final
 
@@ -34,28 +36,60 @@ def tansu_binary() -> Path:
     return path
 
 
+_PICKED_FROM: Final = 20_000
+"""The lowest port handed out: above what services commonly listen on."""
+_handed_out: set[int] = set()
+_handing_out = threading.Lock()
+
+
 def free_port(host: str = LOOPBACK) -> int:
-    """A port that was free a moment ago (the OS picks it)."""
+    """A port that was free a moment ago."""
+    return free_ports(1, host)
+
+
+def free_ports(count: int, host: str = LOOPBACK) -> int:
+    """The first of ``count`` consecutive ports that were all free a moment ago.
+
+    They lie below the kernel's ephemeral range, where every outgoing connection takes its
+    local port: a port picked there can be taken by a client's connection before the gateway
+    or broker it was picked for listens on it (a gateway opens its broker ports only when it
+    first meets the broker). Nor does one process hand out a port twice, so that two gateways
+    started one after the other never pick each other's broker ports.
+    """
+    top = _ephemeral_low() - count
+    with _handing_out:
+        for _ in range(200) if top > _PICKED_FROM else ():
+            start = random.randrange(_PICKED_FROM, top)
+            ports = range(start, start + count)
+            if _handed_out.isdisjoint(ports) and _all_free(ports, host):
+                _handed_out.update(ports)
+                return start
+    while True:  # no room below the ephemeral range: the kernel's choice
+        start = _kernel_port(host)
+        if start + count <= 65536 and _all_free(range(start, start + count), host):
+            return start
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; elsewhere the kernel's choice below stands in
+
+
+def _kernel_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
 
 
-def free_ports(count: int) -> int:
-    """The first of ``count`` consecutive loopback ports that were all free a moment ago."""
-    while True:
-        start = free_port()
-        if start + count <= 65536 and _all_free(range(start, start + count)):
-            return start
-
-
-def _all_free(ports: range) -> bool:
+def _all_free(ports: range, host: str) -> bool:
     with contextlib.ExitStack() as held:
         for port in ports:
             sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             try:
-                sock.bind((LOOPBACK, port))
+                sock.bind((host, port))
             except OSError:
                 return False
     return True
