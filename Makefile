@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 KAFKAJS := tests/clients/kafkajs
 KAFKAJS_STAMP := $(KAFKAJS)/node_modules/.package-lock.json
 
-.PHONY: run test lint bench clean tools fuzz native jars java-drivers harness helm image
+.PHONY: run test test-ready lint bench clean tools fuzz native jars java-drivers harness helm image
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,10 +25,17 @@ native: $(STAMP)
 run: native
 	$(BIN)/quotagate serve --config examples/quotagate.toml
 
-test: native tools jars java-drivers harness helm $(KAFKAJS_STAMP)
+# What the suite needs is made two jobs at a time (compiling, type-checking and javac each
+# keep one core busy), each job's output printed whole once it is done; then the suite.
+test:
+	@$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-ready
+	$(BIN)/pytest
+
+test-ready: native tools jars java-drivers harness helm $(KAFKAJS_STAMP) lint
+
+lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/mypy
-	$(BIN)/pytest
 
 # Apache Kafka's jars (brokers, tools, the Java clients, Streams) and Spark's Kafka connector
 # (`pipeline stream`) from the Maven files in java/, copied once into a cache outside the
