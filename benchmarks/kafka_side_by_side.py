@@ -10,28 +10,41 @@ front of it. Each workload runs twice, under a client id of its own each time:
 * **quotagate**: through the gateway, the same quota set in quotagate (AlterClientQuotas to
   the gateway, which answers it itself) and none in Kafka.
 
-Workloads, on a topic whose one partition broker 1 leads unless said otherwise:
+Workloads (``--only`` names them), on a topic whose one partition broker 1 leads unless said
+otherwise:
 
-* greedy confluent-kafka producers (librdkafka's default batching, ``linger.ms`` 5), N
-  connections of one client id, under ``producer_byte_rate``;
-* confluent-kafka consumers of one client id, N connections, each reading the topic from the
-  start, under ``consumer_byte_rate``;
+* ``produce``: greedy confluent-kafka producers (librdkafka's default batching, ``linger.ms``
+  5), N connections of one client id, under ``producer_byte_rate``; ``produce-small`` the
+  same with ``batch.size`` 16384, so one request is small against the quota;
+* ``java-produce``: the Java producer of Kafka 4.3.1 with its default batching (``batch.size``
+  16384, ``linger.ms`` 5), N instances of one ``client.id`` in one JVM
+  (benchmarks/SideBySideClients.java, compiled with javac on first use);
+* ``consume`` / ``java-consume``: consumers of one client id, N connections, each reading the
+  topic from the start, under ``consumer_byte_rate``; ``consume-small`` /
+  ``java-consume-small`` the same with ``max.partition.fetch.bytes`` 16384;
 * KIP-599: the same CreateTopics burst under ``controller_mutation_rate`` (error codes and
   ``throttle_time_ms`` of each response);
 * the known difference: one greedy producer on a topic with a partition led by each broker.
 
-Rates are wire bytes (librdkafka's ``txbytes``/``rxbytes`` statistics, every request and
-response as the client sent or got it) over the measure after a warm-up, as achieved ÷ quota.
+Rates are over the measure after a warm-up, as achieved ÷ quota, in wire bytes: what the
+client sent or got (librdkafka's ``txbytes``/``rxbytes`` statistics, the Java client's
+``outgoing-byte-total``/``incoming-byte-total``) and, for producers, what the broker
+acknowledged (records acknowledged in the measure times the wire bytes per record sent).
+Bytes sent also count what waits unread in socket buffers (the client's, the receiver's) and
+in a relay's read-ahead, which can grow over a run while a quota holds the connection, so for
+producers the acknowledged figure is the one to compare.
 Prints Markdown tables.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -44,6 +57,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
+import jars
+import java_drivers
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -53,6 +68,7 @@ from quotagate.client.sync import SyncAdminClient
 from quotagate.protocol import api_keys, codec
 from quotagate.store.quotas import Change, QuotaStore
 from support.exchanges import create_topics_request, request_body
+from support.java import JVM_OPTIONS
 from support.kafka_cluster import PLAIN_USERS, KafkaCluster, kafka_cluster
 
 QUOTA = 1_000_000.0
@@ -66,7 +82,23 @@ REQUEST_PERCENTAGE = 1.0
 METADATA_VERSION = 12
 USER_QUOTA = 1_000_000.0
 """producer_byte_rate of the SASL user row (User:alice at Kafka, User:bob at the gateway)."""
-ROWS = ("produce", "consume", "user", "request", "spread", "mutations")
+SMALL_BATCH = 16_384
+"""librdkafka's ``batch.size`` in the small-request rows (the Java client's default), and
+``max.partition.fetch.bytes`` of the small-response consumer rows."""
+ROWS = (
+    "produce",
+    "produce-small",
+    "java-produce",
+    "consume",
+    "consume-small",
+    "java-consume",
+    "java-consume-small",
+    "user",
+    "request",
+    "spread",
+    "mutations",
+)
+JAVA_DRIVER = Path(__file__).resolve().parent / "SideBySideClients.java"
 
 
 # -- measuring --------------------------------------------------------------------------------
@@ -82,6 +114,11 @@ class WireBytes:
         self.samples: list[tuple[float, int]] = []
         self.requests: list[tuple[float, int]] = []
         self.throttles: list[tuple[float, int]] = []
+        self.acked: list[tuple[float, int, int]] = []
+        """(time, messages acknowledged, messages transmitted) of a producer."""
+        self.produced = 0
+        """Messages handed to the producer; the producing thread counts, and its ``poll``
+        serves :meth:`on_stats`, so the two agree."""
         self._lock = threading.Lock()
 
     def on_stats(self, raw: str) -> None:
@@ -90,11 +127,27 @@ class WireBytes:
         total = sum(b[self.key] for b in brokers)
         sent = sum(b["tx"] for b in brokers)
         throttled = sum(b.get("throttle", {}).get("sum", 0) for b in brokers)
+        # msg_cnt holds every message not yet acknowledged (queued or in flight).
+        acked = self.produced - stats["msg_cnt"]
         now = time.time()
         with self._lock:
             self.samples.append((now, total))
             self.requests.append((now, sent))
             self.throttles.append((now, throttled))
+            self.acked.append((now, acked, stats["txmsgs"]))
+
+    def acked_between(self, start: float, end: float) -> float:
+        """Wire bytes the brokers acknowledged in ``[start, end]``: messages acknowledged
+        times the wire bytes per message transmitted. Unlike :meth:`between` it leaves out
+        what a relay reads ahead and holds: bytes a quota has not let through yet."""
+        with self._lock:
+            inside = [a for a in self.acked if start <= a[0] <= end]
+            sent = [(t, n) for t, n in self.samples if start <= t <= end]
+        if len(inside) < 2 or len(sent) < 2:
+            return 0.0
+        (t0, a0, m0), (t1, a1, m1) = inside[0], inside[-1]
+        per_message = (sent[-1][1] - sent[0][1]) / (m1 - m0) if m1 > m0 else 0.0
+        return (a1 - a0) * per_message / (t1 - t0) * (end - start)
 
     def requests_between(self, start: float, end: float) -> int:
         with self._lock:
@@ -129,6 +182,7 @@ def _rate(meters: list[WireBytes], start: float, seconds: float) -> float:
         requests=requests,
         mean_bytes=moved / requests if requests else 0.0,
         throttle_ms_per_s=sum(m.throttle_ms_between(start, end) for m in meters) / seconds,
+        acked_per_s=sum(m.acked_between(start, end) for m in meters) / seconds,
     )
     return moved / seconds
 
@@ -163,6 +217,7 @@ def greedy_producers(
         while time.time() < stop_at:
             try:
                 producer.produce(topic, VALUE)
+                meter.produced += 1
             except BufferError:
                 producer.poll(0.01)
             producer.poll(0)
@@ -174,9 +229,15 @@ def greedy_producers(
 
 
 def consumers(
-    bootstrap: str, topic: str, client_id: str, connections: int, seconds: float
+    bootstrap: str,
+    topic: str,
+    client_id: str,
+    connections: int,
+    seconds: float,
+    extra: dict[str, Any] | None = None,
 ) -> float:
-    """N consumers of ``client_id``, each reading ``topic``'s partition 0 from the start."""
+    """N consumers of ``client_id``, each reading ``topic``'s partition 0 from the start.
+    ``extra``: more client configuration."""
     meters = [WireBytes("rxbytes") for _ in range(connections)]
     start = time.time()
     stop_at = start + WARM_UP_S + seconds + 1
@@ -184,6 +245,7 @@ def consumers(
     def run(meter: WireBytes) -> None:
         consumer = Consumer(
             {
+                **(extra or {}),
                 "bootstrap.servers": bootstrap,
                 "client.id": client_id,
                 "group.id": f"unused-{uuid.uuid4().hex[:6]}",
@@ -199,6 +261,63 @@ def consumers(
 
     _together([lambda m=m: run(m) for m in meters])
     return _rate(meters, start + WARM_UP_S, seconds)
+
+
+def java_classes() -> Path:
+    """benchmarks/SideBySideClients.java compiled against the ``kafka`` jar set, once."""
+    digest = hashlib.sha256(jars.jars_dir("kafka").name.encode() + JAVA_DRIVER.read_bytes())
+    directory = java_drivers.BUILD / f"side-by-side-{digest.hexdigest()[:12]}"
+    return java_drivers.compile_java([JAVA_DRIVER], jars.classpath("kafka"), directory)
+
+
+def java_clients(
+    mode: str,
+    bootstrap: str,
+    topic: str,
+    client_id: str,
+    connections: int,
+    seconds: float,
+    fetch_bytes: int = 0,
+) -> float:
+    """N Java producers (``mode`` produce) or consumers (consume) of ``client_id`` in one JVM,
+    each its own connection; bytes/s over the measure from the clients' own byte counters.
+    ``fetch_bytes``: the consumers' ``max.partition.fetch.bytes``, if not their default."""
+    classpath = f"{java_classes()}:{jars.classpath('kafka')}"
+    done = subprocess.run(
+        [
+            "java",
+            *JVM_OPTIONS,
+            "-cp",
+            classpath,
+            "SideBySideClients",
+            mode,
+            bootstrap,
+            topic,
+            client_id,
+            str(connections),
+            str(WARM_UP_S),
+            str(seconds),
+            *([str(fetch_bytes)] if fetch_bytes else []),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=WARM_UP_S + seconds + 120,
+        check=False,
+    )
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines or not lines[-1].startswith("{"):
+        raise RuntimeError(f"SideBySideClients exited {done.returncode}: {done.stderr[-3000:]}")
+    result = json.loads(lines[-1])
+    LAST.clear()
+    LAST.update(
+        requests=result["requests"],
+        mean_bytes=result["bytes"] / result["requests"] if result["requests"] else 0.0,
+        throttle_ms_per_s=result["throttleMs"] / result["seconds"],
+        acked_per_s=result.get("ackedBytes", 0.0) / result["seconds"],
+        linger_ms=result["lingerMs"],
+        batch_size=result["batchSize"],
+    )
+    return float(result["bytes"]) / float(result["seconds"])
 
 
 def _together(runs: list[Callable[[], None]]) -> None:
@@ -313,8 +432,16 @@ class SideBySide:
             for side, bootstrap in sides if round_ % 2 == 0 else sides[::-1]:
                 client_id = f"{side}-{uuid.uuid4().hex[:6]}"
                 self.quota(bootstrap, {"client-id": client_id}, key, quota)
-                pair.add(side, measure(bootstrap, client_id) / quota, dict(LAST))
+                pair.add(side, measure(bootstrap, client_id) / quota, _seen(quota))
         return pair
+
+
+def _seen(quota: float) -> dict[str, float]:
+    """What the last measure saw, its acknowledged bytes (if any) as a ratio to ``quota``."""
+    seen = dict(LAST)
+    if seen.get("acked_per_s"):
+        seen["acked"] = seen.pop("acked_per_s") / quota
+    return seen
 
 
 class Pair:
@@ -328,8 +455,9 @@ class Pair:
         detail = ", ".join(f"{k} {v:.0f}" for k, v in seen.items())
         print(f"  {side}: {ratio:.3f} ({detail})", file=sys.stderr)
 
-    def cell(self, side: str) -> str:
-        ratios = [r for r, _ in self.runs[side]]
+    def cell(self, side: str, key: str = "") -> str:
+        """Achieved ÷ quota by wire bytes (or by ``key`` of what the runs saw)."""
+        ratios = [s.get(key, 0.0) if key else r for r, s in self.runs[side]]
         if len(ratios) == 1:
             return f"{ratios[0]:.3f}"
         mean = statistics.fmean(ratios)
@@ -339,9 +467,9 @@ class Pair:
         values = [s[key] for _, s in self.runs[side] if key in s]
         return statistics.fmean(values) if values else 0.0
 
-    def difference(self) -> str:
-        kafka = [r for r, _ in self.runs["kafka"]]
-        gateway = [r for r, _ in self.runs["quotagate"]]
+    def difference(self, key: str = "") -> str:
+        kafka = [s.get(key, 0.0) if key else r for r, s in self.runs["kafka"]]
+        gateway = [s.get(key, 0.0) if key else r for r, s in self.runs["quotagate"]]
         return f"{statistics.fmean(gateway) - statistics.fmean(kafka):+.3f}"
 
 
@@ -442,13 +570,20 @@ def _report(run: SideBySide, args: argparse.Namespace) -> None:
             f"{pair.seen('kafka', 'throttle_ms_per_s'):.0f} / "
             f"{pair.seen('quotagate', 'throttle_ms_per_s'):.0f}"
         )
+        if pair.seen("kafka", "acked"):
+            acked = (
+                f"{pair.cell('kafka', 'acked')} | {pair.cell('quotagate', 'acked')} "
+                f"| {pair.difference('acked')}"
+            )
+        else:
+            acked = "— | — | —"
         rows.append(
             f"| {label} | {n} | {pair.cell('kafka')} | {pair.cell('quotagate')} "
-            f"| {pair.difference()} | {extra} | {throttled} |"
+            f"| {pair.difference()} | {acked} | {extra} | {throttled} |"
         )
         print(rows[-1], file=sys.stderr)
 
-    if {"produce", "user"} & set(args.only):
+    if {"produce", "produce-small", "java-produce", "user"} & set(args.only):
         single = run.topic([1])
     if "produce" in args.only:
         for n in args.connections:
@@ -458,9 +593,31 @@ def _report(run: SideBySide, args: argparse.Namespace) -> None:
                 lambda b, c, n=n: greedy_producers(b, single, c, n, args.seconds),
             )
             row("produce, librdkafka", n, pair)
-    if "consume" in args.only:
+    if "produce-small" in args.only:
+        small = {"batch.size": SMALL_BATCH}
+        for n in args.connections:
+            pair = run.both(
+                "producer_byte_rate",
+                QUOTA,
+                lambda b, c, n=n: greedy_producers(b, single, c, n, args.seconds, small),
+            )
+            row(f"produce, librdkafka, batch.size {SMALL_BATCH}", n, pair)
+    if "java-produce" in args.only:
+        for n in args.connections:
+            pair = run.both(
+                "producer_byte_rate",
+                QUOTA,
+                lambda b, c, n=n: java_clients("produce", b, single, c, n, args.seconds),
+            )
+            row(_java_label("produce", pair), n, pair)
+    preload = int(QUOTA * (WARM_UP_S + args.seconds + 2) * 1.5)
+    if {"consume", "java-consume"} & set(args.only):
         loaded = run.topic([1])
-        _preload(run.kafka, loaded, int(QUOTA * (WARM_UP_S + args.seconds + 2) * 1.5))
+        _preload(run.kafka, loaded, preload)
+    if {"consume-small", "java-consume-small"} & set(args.only):
+        loaded_small = run.topic([1])
+        _preload(run.kafka, loaded_small, preload, SMALL_BATCH)
+    if "consume" in args.only:
         for n in args.connections:
             pair = run.both(
                 "consumer_byte_rate",
@@ -468,6 +625,33 @@ def _report(run: SideBySide, args: argparse.Namespace) -> None:
                 lambda b, c, n=n: consumers(b, loaded, c, n, args.seconds),
             )
             row("consume, librdkafka", n, pair)
+    if "java-consume" in args.only:
+        for n in args.connections:
+            pair = run.both(
+                "consumer_byte_rate",
+                QUOTA,
+                lambda b, c, n=n: java_clients("consume", b, loaded, c, n, args.seconds),
+            )
+            row("consume, Java 4.3.1", n, pair)
+    if "consume-small" in args.only:
+        small_fetch = {"max.partition.fetch.bytes": SMALL_BATCH}
+        for n in args.connections:
+            pair = run.both(
+                "consumer_byte_rate",
+                QUOTA,
+                lambda b, c, n=n: consumers(b, loaded_small, c, n, args.seconds, small_fetch),
+            )
+            row(f"consume, librdkafka, max.partition.fetch.bytes {SMALL_BATCH}", n, pair)
+    if "java-consume-small" in args.only:
+        for n in args.connections:
+            pair = run.both(
+                "consumer_byte_rate",
+                QUOTA,
+                lambda b, c, n=n: java_clients(
+                    "consume", b, loaded_small, c, n, args.seconds, SMALL_BATCH
+                ),
+            )
+            row(f"consume, Java 4.3.1, max.partition.fetch.bytes {SMALL_BATCH}", n, pair)
     if "user" in args.only:
         row("produce, SASL user quota", 1, _user_rows(run, single, args.seconds))
     if "spread" in args.only:
@@ -484,15 +668,24 @@ def _report(run: SideBySide, args: argparse.Namespace) -> None:
     )
     print(
         "\n| workload | connections | Kafka achieved ÷ quota | quotagate achieved ÷ quota "
-        "| quotagate − Kafka | mean request kB, Kafka / quotagate "
+        "| quotagate − Kafka | Kafka acknowledged ÷ quota | quotagate acknowledged ÷ quota "
+        "| quotagate − Kafka, acknowledged | mean request kB, Kafka / quotagate "
         "| throttle ms reported per s, Kafka / quotagate |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     if "request" in args.only:
         _report_request_time(run, args.seconds)
     if "mutations" in args.only:
         _report_mutations(run)
+
+
+def _java_label(what: str, pair: Pair) -> str:
+    batching = (
+        f"batch.size {pair.seen('kafka', 'batch_size'):.0f}, "
+        f"linger.ms {pair.seen('kafka', 'linger_ms'):.0f}"
+    )
+    return f"{what}, Java 4.3.1 ({batching})"
 
 
 def _user_rows(run: SideBySide, topic: str, seconds: float) -> Pair:
@@ -517,7 +710,7 @@ def _user_rows(run: SideBySide, topic: str, seconds: float) -> Pair:
             rate = greedy_producers(
                 bootstrap, topic, str(client["client.id"]), 1, seconds, extra=client
             )
-            pair.add(side, rate / USER_QUOTA, dict(LAST))
+            pair.add(side, rate / USER_QUOTA, _seen(USER_QUOTA))
     return pair
 
 
@@ -558,8 +751,11 @@ def _report_mutations(run: SideBySide) -> None:
         print(f"| {label} | {kafka[0]}, {kafka[1]} | {gateway[0]}, {gateway[1]} |")
 
 
-def _preload(bootstrap: str, topic: str, size: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+def _preload(bootstrap: str, topic: str, size: int, batch_size: int = 0) -> None:
+    """``size`` bytes of records into ``topic``; in record batches of at most ``batch_size``
+    bytes if given (a fetch returns at least one whole batch, whatever its limits)."""
+    batching = {"batch.size": batch_size} if batch_size else {}
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, **batching})
     for _ in range(size // len(VALUE) + 1):
         while True:
             try:
