@@ -11,14 +11,17 @@ fraction of that. Large inputs want C2, so this is the tests' setting, not the p
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
 from quotagate.pipeline.generate.job import GenerateOptions, generate
 from quotagate.pipeline.session import spark_session
+
+from .standalone import Cluster, standalone_cluster
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -63,3 +66,13 @@ def events_dir(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) ->
     out = tmp_path_factory.mktemp("pipeline") / "events"
     generate(spark, GenerateOptions(events=60_000, seed=7, users=25, duration_s=4 * 3600), out)
     return out
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(
+    tmp_path_factory: pytest.TempPathFactory, wait_for: Callable[..., Any]
+) -> Iterator[Cluster]:
+    """One standalone cluster (a master and two one-core workers) for every test that runs on
+    a cluster: its applications run one after the other, each on both workers."""
+    with standalone_cluster(tmp_path_factory.mktemp("cluster"), wait_for, workers=2) as cluster:
+        yield cluster

@@ -29,6 +29,10 @@ class Cluster:
     url: str
     logs: Path
 
+    def executors(self) -> set[Path]:
+        """The stderr log of every executor the workers have started so far."""
+        return set(self.logs.parent.glob("worker-*/app-*/*/stderr"))
+
     def explain(self) -> str:
         """The tails of every daemon's log, for a failure message."""
         return "\n".join(

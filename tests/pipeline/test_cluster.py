@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from .request_logs import Broker, write_logs
-from .standalone import standalone_cluster
+from .standalone import Cluster
 
 pytestmark = pytest.mark.spark
 LINES_PER_BROKER = 3_000
@@ -105,15 +104,14 @@ def test_pipeline_all_from_two_principals_request_logs_on_local(local_run: Path)
 
 
 def test_pipeline_all_on_a_standalone_cluster_equals_local(
-    logs: Path, local_run: Path, tmp_path: Path, wait_for: Callable[..., Any]
+    logs: Path, local_run: Path, tmp_path: Path, spark_cluster: Cluster
 ) -> None:
     out = tmp_path / "out"
-    with standalone_cluster(tmp_path / "cluster", wait_for, workers=2) as cluster:
-        result = _pipeline_all(out, logs, cluster.url)
-        assert result.returncode == 0, result.stdout + result.stderr + cluster.explain()
-        # The work ran on the workers' executors, not in the driver.
-        executors = list((tmp_path / "cluster").glob("worker-*/app-*/*/stderr"))
-        assert len(executors) == 2, cluster.explain()
+    before = spark_cluster.executors()
+    result = _pipeline_all(out, logs, spark_cluster.url)
+    assert result.returncode == 0, result.stdout + result.stderr + spark_cluster.explain()
+    # The work ran on the workers' executors, not in the driver.
+    assert len(spark_cluster.executors() - before) == 2, spark_cluster.explain()
     for table in (
         "events", "rollup/windows", "rollup/topics", "rollup/entities",
         "replay/requests", "replay/entities", "replay/heatmap",

@@ -32,7 +32,7 @@ from quotagate.usage import stream
 from quotagate.usage.schema import USAGE_COLUMNS
 from support.kafka_cluster import KafkaCluster
 
-from ..standalone import standalone_cluster
+from ..standalone import Cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -153,7 +153,7 @@ def _topics(rollup_dir: Path) -> pd.DataFrame:
 
 
 def test_a_killed_stream_resumed_on_a_cluster_equals_the_batch_rollup(
-    spark: SparkSession, kafka: KafkaCluster, tmp_path: Path, wait_for: Callable[..., Any]
+    spark: SparkSession, kafka: KafkaCluster, spark_cluster: Cluster, tmp_path: Path
 ) -> None:
     events = tmp_path / "events"
     generate(spark, GenerateOptions(events=EVENTS, seed=5, users=6, duration_s=1800), events)
@@ -169,10 +169,9 @@ def test_a_killed_stream_resumed_on_a_cluster_equals_the_batch_rollup(
     # Restarted from its checkpoint on a standalone cluster, where what remains is one
     # micro-batch on its executors. No separate uninterrupted run: equal to the batch rollup
     # says the same, and each run on the cluster costs about 70 s of this 2-core machine.
-    with standalone_cluster(tmp_path / "cluster", wait_for, workers=2) as cluster:
-        _run(_stream_command(kafka, topic, out, master=cluster.url), cluster.explain)
-        executors = list((tmp_path / "cluster").glob("worker-*/app-*/*/stderr"))
-        assert len(executors) == 2, cluster.explain()
+    before = spark_cluster.executors()
+    _run(_stream_command(kafka, topic, out, master=spark_cluster.url), spark_cluster.explain)
+    assert len(spark_cluster.executors() - before) == 2, spark_cluster.explain()
 
     expected_windows = _windows(tmp_path / "batch")
     assert int(expected_windows[expected_windows.quota_type == "request"].requests.sum()) > 0
