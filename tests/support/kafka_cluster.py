@@ -209,7 +209,10 @@ class KafkaCluster:
     def start(self, timeout_s: float = 120.0) -> None:
         for node in self.nodes.values():
             self._write_config(node)
-            self._format(node)
+        # Each node's storage formatted by a JVM of its own, all at once.
+        formats = {node.node_id: self._format(node) for node in self.nodes.values()}
+        for node_id, formatting in formats.items():
+            self._formatted(node_id, formatting)
         for node in self.nodes.values():
             self._launch(node)
         for node in self.nodes.values():
@@ -330,16 +333,20 @@ class KafkaCluster:
             *args,
         ]
 
-    def _format(self, node: KafkaNode) -> None:
+    def _format(self, node: KafkaNode) -> subprocess.Popen[bytes]:
         config = str(node.directory / "server.properties")
         command = self._java(
             node, "kafka.tools.StorageTool", "format", "-t", self.cluster_id, "-c", config
         )
-        done = subprocess.run(command, capture_output=True, timeout=120, check=False)
-        if done.returncode != 0:
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    @staticmethod
+    def _formatted(node_id: int, formatting: subprocess.Popen[bytes]) -> None:
+        output, _ = formatting.communicate(timeout=120)
+        if formatting.returncode != 0:
             raise KafkaClusterError(
-                f"formatting node {node.node_id} failed ({done.returncode}): "
-                f"{done.stdout.decode(errors='replace')}{done.stderr.decode(errors='replace')}"
+                f"formatting node {node_id} failed ({formatting.returncode}): "
+                f"{output.decode(errors='replace')}"
             )
 
     def _launch(self, node: KafkaNode) -> None:
