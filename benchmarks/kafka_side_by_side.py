@@ -439,8 +439,9 @@ class SideBySide:
 def _seen(quota: float) -> dict[str, float]:
     """What the last measure saw, its acknowledged bytes (if any) as a ratio to ``quota``."""
     seen = dict(LAST)
-    if seen.get("acked_per_s"):
-        seen["acked"] = seen.pop("acked_per_s") / quota
+    acked = seen.pop("acked_per_s", 0.0)
+    if acked:
+        seen["acked"] = acked / quota
     return seen
 
 
