@@ -42,7 +42,7 @@ def _throttles_of_one_produce(bootstrap: str, client_id: str) -> list[int]:
 
 
 def test_alter_needs_super_user_acts_at_once_and_survives_restart(
-    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path
+    quota_tansu: Any, start_quota_gateway: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = tmp_path / "store.db"
     entity = {"client-id": "slow"}
@@ -54,6 +54,9 @@ def test_alter_needs_super_user_acts_at_once_and_survives_restart(
         error = result[ClientQuotaEntity.of(entity)]
         assert error is not None and error.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         assert admin.describe_client_quotas() == {}
+    # The gateway's log says who was refused and what would allow it.
+    assert "event=alter_refused api=AlterClientQuotas principal=User:ANONYMOUS" in caplog.text
+    assert 'reason="no super users"' in caplog.text and "super.users" in caplog.text
     plain.stop()
 
     gateway = start_quota_gateway(quota_tansu.bootstrap, store=store, quotas=SUPER)

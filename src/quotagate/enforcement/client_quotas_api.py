@@ -123,7 +123,7 @@ class ClientQuotasApiStage(Stage):
         entity_cls = nested(schema, "EntityData")
         results: list[tuple[Any, int, str | None]]
         changes: list[Change] = []
-        if not self._store.is_super_user(exchange.principal):
+        if not self._store.may_alter(exchange.principal, "AlterClientQuotas"):
             # Refused before the controller sees it: one answer per entry, as sent.
             results = [
                 (

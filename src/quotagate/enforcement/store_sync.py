@@ -240,6 +240,22 @@ class QuotaStoreSync:
     def is_super_user(self, principal: str | None) -> bool:
         return principal is not None and principal in self.settings.super_users
 
+    def may_alter(self, principal: str | None, api: str) -> bool:
+        """Whether ``principal`` may alter through ``api``: super users only (docs/engine.md,
+        "Who may alter"). A refusal is logged with what would allow it."""
+        if self.is_super_user(principal):
+            return True
+        log.warning(
+            kv(
+                "alter_refused",
+                api=api,
+                principal=principal or "",
+                reason="not a super user" if self.settings.super_users else "no super users",
+                fix='name the principal in [quotas] "super.users"',
+            )
+        )
+        return False
+
     def _current(self, change: Change) -> float | None:
         return self.client_quotas.get(entity_key(change.entity), {}).get(change.key)
 

@@ -112,7 +112,7 @@ class TopicThresholdsApiStage(Stage):
         self, exchange: Exchange, resource: Any, ours: list[Any], validate_only: bool
     ) -> tuple[int, str | None]:
         topic_resource = int(resource.resource_type) == TOPIC_RESOURCE
-        if not self._store.is_super_user(exchange.principal):
+        if not self._store.may_alter(exchange.principal, "IncrementalAlterConfigs"):
             if topic_resource:
                 return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
