@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import socket
 import statistics
 import struct
@@ -282,7 +283,7 @@ def java_clients(
     """N Java producers (``mode`` produce) or consumers (consume) of ``client_id`` in one JVM,
     each its own connection; bytes/s over the measure from the clients' own byte counters.
     ``fetch_bytes``: the consumers' ``max.partition.fetch.bytes``, if not their default."""
-    classpath = f"{java_classes()}:{jars.classpath('kafka')}"
+    classpath = os.pathsep.join((str(java_classes()), jars.classpath("kafka")))
     done = subprocess.run(
         [
             "java",
@@ -453,7 +454,9 @@ class Pair:
 
     def add(self, side: str, ratio: float, seen: dict[str, float]) -> None:
         self.runs[side].append((ratio, seen))
-        detail = ", ".join(f"{k} {v:.0f}" for k, v in seen.items())
+        detail = ", ".join(
+            f"{k} {v:.3f}" if k == "acked" else f"{k} {v:.0f}" for k, v in seen.items()
+        )
         print(f"  {side}: {ratio:.3f} ({detail})", file=sys.stderr)
 
     def cell(self, side: str, key: str = "") -> str:
