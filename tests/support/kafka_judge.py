@@ -32,6 +32,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any, Final
 
 import harness
@@ -254,7 +255,7 @@ class _EngineRun:
                 return [error.error_code, error.throttle_ms]
             return None
         if name == "qthrottle":
-            return self.quotas[args[0]].throttle_time(now)
+            return _throttle_left(self.quotas[args[0]], now)
         if name == "qexceeded":
             return self.quotas[args[0]].is_exceeded
         if name == "record_mutation":
@@ -304,6 +305,27 @@ def run_engine(kind: str, setup: dict[str, Any], ops: list[Op]) -> list[Any]:
     return [run.apply(op) for op in ops]
 
 
+@dataclass(frozen=True)
+class NarrowedThrottle:
+    """A controller quota's ``throttleTime()`` whose remaining throttle, ``last throttle -
+    (now - last recorded)``, is below the int range (asked more than 2³¹ ms, 24.8 days,
+    after the violation): Kafka narrows it with ``(int)`` before ``Math.max(0, …)``, so its
+    answer is that max of the wrapped value; the engine's, saturated, is 0."""
+
+    engine: int
+    kafka: int
+
+
+def _throttle_left(quota: Any, now_ms: int) -> int | NarrowedThrottle:
+    value: int = quota.throttle_time(now_ms)
+    last = getattr(quota, "_last_throttle_ms", 0)
+    left = last - (now_ms - getattr(quota, "_last_recorded_ms", 0))
+    if last == 0 or left >= INT_MIN:
+        return value
+    wrapped = (left + (1 << 31)) % (1 << 32) - (1 << 31)
+    return NarrowedThrottle(value, max(0, wrapped))
+
+
 def describe(result: Any) -> str:
     """A result with its doubles shown as numbers (for failure messages)."""
     if isinstance(result, bool) or result is None or isinstance(result, str):
@@ -320,7 +342,11 @@ def narrowed(kafka: Any, engine: Any) -> bool:
     int range, which Kafka wraps around (``(int)`` of a long) and the engine saturates at
     ±2³¹, agrees whatever Kafka's wrapped value. Only throttles (ints) and the throttle of a
     refusal (``[89, ms]``) can be narrowed; a saturated value means the true one was past
-    the range (no state keeps the narrowed value: the next results are compared as ever)."""
+    the range (no state keeps the narrowed value: the next results are compared as ever).
+    A controller quota's throttle asked past the range (:class:`NarrowedThrottle`) agrees
+    when Kafka's answer is exactly the wrap of the engine's own remaining throttle."""
+    if isinstance(engine, NarrowedThrottle):
+        return engine.engine == 0 and kafka == engine.kafka
     if isinstance(engine, list) and isinstance(kafka, list) and len(engine) == len(kafka) == 2:
         return engine[0] == kafka[0] and narrowed(kafka[1], engine[1])
     return type(engine) is int and type(kafka) is int and engine in (INT_MAX, INT_MIN)
@@ -360,6 +386,7 @@ __all__ = [
     "START_MS",
     "JudgeError",
     "KafkaJudge",
+    "NarrowedThrottle",
     "bits",
     "first_difference",
     "from_bits",

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 
 from fuzz.budget import Budget, from_environment
 from support import kafka_sequences
-from support.kafka_judge import KafkaJudge, first_difference, run_engine
+from support.kafka_judge import KafkaJudge, NarrowedThrottle, first_difference, run_engine
 
 # Sequences per class under `make test` (derandomized, so always the same ones).
 SMALL: Final = {"client": 300, "request": 200, "controller": 300, "metrics": 300, "backoff": 100}
@@ -115,3 +115,27 @@ def test_the_judge_sees_a_difference(judge: KafkaJudge) -> None:
     assert kafka[1] > 0
     difference = first_difference(kind, setup, ops, kafka, [None, 0])
     assert difference is not None and "op 1" in difference
+
+
+def test_a_throttle_asked_past_the_int_range_is_the_documented_narrowing(
+    judge: KafkaJudge,
+) -> None:
+    """Found by a fresh clone's run: a controller quota's throttle asked 30 days after its
+    violation. Kafka casts ``last throttle - elapsed`` to int before ``Math.max(0, …)`` and
+    answers a wrapped 19.7 days; the engine saturates and answers 0 (docs/engine.md,
+    "Throttle narrowing"). The judge takes exactly that wrap, and nothing else, as agreement."""
+    kind, setup = "controller", {"samples": 1, "window_s": 1, "start_ms": 0}
+    ops: list[list[Any]] = [
+        ["update", None, "<default>", 0.5],
+        ["new_quota", 0, "permissive", "alice", "c1"],
+        ["qrecord", 0, 1],
+        ["qthrottle", 0],
+        *[["advance", 864_000_000]] * 3,
+        ["qthrottle", 0],
+    ]
+    kafka = judge.run(kind, setup, ops)
+    engine = run_engine(kind, setup, ops)
+    assert kafka[-1] == 1_702_969_296 and engine[-1] == NarrowedThrottle(0, 1_702_969_296)
+    assert first_difference(kind, setup, ops, kafka, engine) is None
+    engine[-1] = NarrowedThrottle(0, 1_702_969_297)
+    assert first_difference(kind, setup, ops, kafka, engine) is not None
