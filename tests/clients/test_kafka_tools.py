@@ -14,23 +14,32 @@ the rest):
   (``org.apache.kafka.tools.consumer.group.ConsumerGroupCommand``) lists and describes that
   group: its offsets at the end, lag 0.
 
+The gateway of the last test is `examples/kafka.toml` started with `quotagate serve`, as
+README says to front a Kafka cluster.
+
 Each tool is a JVM start (seconds of CPU here), so each command runs once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
+import socket
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from quotagate.enforcement import QuotaRuntime
+from quotagate.gateway.embedded import free_port, free_ports
 from quotagate.gateway.embedded.background import BackgroundGateway
 from support.gateways import gateway_config, quota_gateway
 from support.java import kafka_tool
 from support.kafka_cluster import KafkaCluster
+from support.served import Served
 from support.upstreams import Upstream
 
 pytestmark = pytest.mark.integration
@@ -40,6 +49,7 @@ TOPICS = "org.apache.kafka.tools.TopicCommand"
 GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 PRODUCER_PERF = "org.apache.kafka.tools.ProducerPerformance"
 CONSUMER_PERF = "org.apache.kafka.tools.ConsumerPerformance"
+BROKER_VERSIONS = "org.apache.kafka.tools.BrokerApiVersionsCommand"
 
 PERF_QUOTA = 100_000
 """producer_byte_rate set with kafka-configs on the producer perf test's client id."""
@@ -277,3 +287,50 @@ def test_topics_perf_tests_and_consumer_groups(
     assert all(row[3] == row[4] and row[5] == "0" for row in rows), offsets
 
     kafka_tool(TOPICS, "--bootstrap-server", gateway, "--delete", "--topic", topic)
+
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "kafka.toml"
+
+
+def test_the_example_config_fronts_kafka_for_its_tools(
+    kafka: KafkaCluster, tmp_path: Path, wait_for: Any
+) -> None:
+    """README's "In front of your Kafka": ``quotagate serve --config examples/kafka.toml`` (its
+    ports and store moved to free ones, the upstream made this cluster), then kafka-configs
+    alters a quota through it and describes it back, and every broker Kafka's tools are told
+    of is a gateway port."""
+    listen, broker_ports, metrics = free_port(), free_ports(64), free_port()
+    text = (
+        EXAMPLE.read_text()
+        .replace('"127.0.0.1:9092"', f'"{kafka.bootstrap()}"')
+        .replace("127.0.0.1:9192", f"127.0.0.1:{listen}")
+        .replace("broker.port.start = 9193", f"broker.port.start = {broker_ports}")
+        .replace("127.0.0.1:9404", f"127.0.0.1:{metrics}")
+        .replace("var/quotagate-kafka.db", str(tmp_path / "quotagate.db"))
+    )
+    config = tmp_path / "kafka.toml"
+    config.write_text(text)
+    served = Served(config)
+    bootstrap = f"127.0.0.1:{listen}"
+    try:
+        wait_for(lambda: _accepting(listen), 30, "the gateway listening", served.output)
+        entity = ["--entity-type", "clients", "--entity-name", "perf"]
+        altered = kafka_tool(
+            CONFIGS, "--bootstrap-server", bootstrap, "--alter", *entity,
+            "--add-config", "producer_byte_rate=102400",
+        )  # fmt: skip
+        assert "Completed updating config" in altered, altered
+        described = kafka_tool(CONFIGS, "--bootstrap-server", bootstrap, "--describe", *entity)
+        assert "client-id 'perf' are producer_byte_rate=102400.0" in described, described
+        versions = kafka_tool(BROKER_VERSIONS, "--bootstrap-server", bootstrap)
+        named = {int(port) for port in re.findall(r"^127\.0\.0\.1:(\d+) \(id: ", versions, re.M)}
+        assert named == {broker_ports + n - 1 for n in kafka.nodes}, versions
+    finally:
+        served.stop()
+    assert "ERROR" not in served.output(), served.output()[-3000:]
+
+
+def _accepting(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+        return True
+    return False
