@@ -1,5 +1,5 @@
-"""Many brokers, for real: the gateway in front of the session's three-node Apache Kafka
-cluster (the node killed here is running again, and back in sync, before the module ends).
+"""Many brokers, for real: the gateway in front of a three-node Apache Kafka cluster of this
+module's own (one node is killed here, so the session's shared cluster is left alone).
 
 * Partitions are led by all three brokers, and every response that names a broker
   (Metadata, FindCoordinator, DescribeCluster, every version the gateway offers) names one of
@@ -43,7 +43,7 @@ from quotagate.gateway.upstream.channel import build_request
 from quotagate.protocol import api_keys, api_support, codec
 from quotagate.store.quotas import Change
 from support.gateways import gateway_config, quota_gateway
-from support.kafka_cluster import KafkaCluster
+from support.kafka_cluster import KafkaCluster, kafka_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -74,23 +74,17 @@ class Brokers:
 
 
 @pytest.fixture(scope="module")
-def brokers(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
     directory = tmp_path_factory.mktemp("brokers")
-    config = gateway_config(
-        kafka.bootstrap(),
-        node_ids=tuple(kafka.nodes),
-        store_path=str(directory / "quotagate.db"),
-        extra={"quotas": WINDOWS},
-    )
-    try:
+    with kafka_cluster(directory / "kafka") as cluster:
+        config = gateway_config(
+            cluster.bootstrap(),
+            node_ids=tuple(cluster.nodes),
+            store_path=str(directory / "quotagate.db"),
+            extra={"quotas": WINDOWS},
+        )
         with quota_gateway(config) as live:
-            yield Brokers(kafka, live.background, live.runtime, live.broker_ports(kafka.nodes))
-    finally:
-        # A test that failed between a kill and its restart leaves the rest of the session
-        # a whole cluster all the same.
-        for node_id, node in kafka.nodes.items():
-            if not node.running:
-                kafka.restart(node_id)
+            yield Brokers(cluster, live.background, live.runtime, live.broker_ports(cluster.nodes))
 
 
 def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
