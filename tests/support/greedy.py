@@ -68,12 +68,12 @@ def produce_rate(rows: list[dict[str, Any]], principal: str, start: float, secon
     return wire / seconds
 
 
-def race(configs: Mapping[str, dict[str, Any]], topic: str) -> float:
+def race(configs: Mapping[str, dict[str, Any]], topic: str, measure_s: float = MEASURE_S) -> float:
     """One greedy producer per entry of ``configs``, all at once, for ``WARM_UP_S +
-    MEASURE_S`` and a second; each must deliver everything. Returns the wall-clock second
-    from which ``MEASURE_S`` is measured."""
+    measure_s`` and a second; each must deliver everything. Returns the wall-clock second
+    from which ``measure_s`` is measured."""
     start = time.time()
-    stop_at = start + WARM_UP_S + MEASURE_S + 1
+    stop_at = start + WARM_UP_S + measure_s + 1
     errors: dict[str, list[str]] = {who: [] for who in configs}
     threads = [
         threading.Thread(target=produce_until, args=(config, topic, stop_at, errors[who]))
