@@ -589,31 +589,35 @@ def _report(run: SideBySide, args: argparse.Namespace) -> None:
 
     if {"produce", "produce-small", "java-produce", "user"} & set(args.only):
         single = run.topic([1])
-    if "produce" in args.only:
+
+    def rate_rows(name: str, quota_key: str, workload: Callable[..., Any], label: Any) -> None:
+        """``name``'s row for each connection count: ``workload(bootstrap, client_id, n)``
+        on both sides; ``label``, or ``label(pair)`` when it needs the results."""
+        if name not in args.only:
+            return
         for n in args.connections:
-            pair = run.both(
-                "producer_byte_rate",
-                QUOTA,
-                lambda b, c, n=n: greedy_producers(b, single, c, n, args.seconds),
-            )
-            row("produce, librdkafka", n, pair)
-    if "produce-small" in args.only:
-        small = {"batch.size": SMALL_BATCH}
-        for n in args.connections:
-            pair = run.both(
-                "producer_byte_rate",
-                QUOTA,
-                lambda b, c, n=n: greedy_producers(b, single, c, n, args.seconds, small),
-            )
-            row(f"produce, librdkafka, batch.size {SMALL_BATCH}", n, pair)
-    if "java-produce" in args.only:
-        for n in args.connections:
-            pair = run.both(
-                "producer_byte_rate",
-                QUOTA,
-                lambda b, c, n=n: java_clients("produce", b, single, c, n, args.seconds),
-            )
-            row(_java_label("produce", pair), n, pair)
+            pair = run.both(quota_key, QUOTA, lambda b, c, n=n: workload(b, c, n))
+            row(label(pair) if callable(label) else label, n, pair)
+
+    small = {"batch.size": SMALL_BATCH}
+    rate_rows(
+        "produce",
+        "producer_byte_rate",
+        lambda b, c, n: greedy_producers(b, single, c, n, args.seconds),
+        "produce, librdkafka",
+    )
+    rate_rows(
+        "produce-small",
+        "producer_byte_rate",
+        lambda b, c, n: greedy_producers(b, single, c, n, args.seconds, small),
+        f"produce, librdkafka, batch.size {SMALL_BATCH}",
+    )
+    rate_rows(
+        "java-produce",
+        "producer_byte_rate",
+        lambda b, c, n: java_clients("produce", b, single, c, n, args.seconds),
+        lambda pair: _java_label("produce", pair),
+    )
     preload = int(QUOTA * (WARM_UP_S + args.seconds + 2) * 1.5)
     if {"consume", "java-consume"} & set(args.only):
         loaded = run.topic([1])
@@ -621,41 +625,31 @@ def _report(run: SideBySide, args: argparse.Namespace) -> None:
     if {"consume-small", "java-consume-small"} & set(args.only):
         loaded_small = run.topic([1])
         _preload(run.kafka, loaded_small, preload, SMALL_BATCH)
-    if "consume" in args.only:
-        for n in args.connections:
-            pair = run.both(
-                "consumer_byte_rate",
-                QUOTA,
-                lambda b, c, n=n: consumers(b, loaded, c, n, args.seconds),
-            )
-            row("consume, librdkafka", n, pair)
-    if "java-consume" in args.only:
-        for n in args.connections:
-            pair = run.both(
-                "consumer_byte_rate",
-                QUOTA,
-                lambda b, c, n=n: java_clients("consume", b, loaded, c, n, args.seconds),
-            )
-            row("consume, Java 4.3.1", n, pair)
-    if "consume-small" in args.only:
-        small_fetch = {"max.partition.fetch.bytes": SMALL_BATCH}
-        for n in args.connections:
-            pair = run.both(
-                "consumer_byte_rate",
-                QUOTA,
-                lambda b, c, n=n: consumers(b, loaded_small, c, n, args.seconds, small_fetch),
-            )
-            row(f"consume, librdkafka, max.partition.fetch.bytes {SMALL_BATCH}", n, pair)
-    if "java-consume-small" in args.only:
-        for n in args.connections:
-            pair = run.both(
-                "consumer_byte_rate",
-                QUOTA,
-                lambda b, c, n=n: java_clients(
-                    "consume", b, loaded_small, c, n, args.seconds, SMALL_BATCH
-                ),
-            )
-            row(f"consume, Java 4.3.1, max.partition.fetch.bytes {SMALL_BATCH}", n, pair)
+    small_fetch = {"max.partition.fetch.bytes": SMALL_BATCH}
+    rate_rows(
+        "consume",
+        "consumer_byte_rate",
+        lambda b, c, n: consumers(b, loaded, c, n, args.seconds),
+        "consume, librdkafka",
+    )
+    rate_rows(
+        "java-consume",
+        "consumer_byte_rate",
+        lambda b, c, n: java_clients("consume", b, loaded, c, n, args.seconds),
+        "consume, Java 4.3.1",
+    )
+    rate_rows(
+        "consume-small",
+        "consumer_byte_rate",
+        lambda b, c, n: consumers(b, loaded_small, c, n, args.seconds, small_fetch),
+        f"consume, librdkafka, max.partition.fetch.bytes {SMALL_BATCH}",
+    )
+    rate_rows(
+        "java-consume-small",
+        "consumer_byte_rate",
+        lambda b, c, n: java_clients("consume", b, loaded_small, c, n, args.seconds, SMALL_BATCH),
+        f"consume, Java 4.3.1, max.partition.fetch.bytes {SMALL_BATCH}",
+    )
     if "user" in args.only:
         row("produce, SASL user quota", 1, _user_rows(run, single, args.seconds))
     if "spread" in args.only:
