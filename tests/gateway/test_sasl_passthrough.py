@@ -276,7 +276,7 @@ def test_kcat_scram_is_refused_as_by_kafka_4(
     assert found, "Debian's kcat is not installed: run `make test` or `apt-get install -y kcat`"
     done = subprocess.run(
         [
-            found, "-L", "-m", "4",
+            found, "-L", "-m", "2",
             *("-b", str(gateway.bootstrap), "-X", "security.protocol=SASL_PLAINTEXT"),
             *("-X", f"sasl.mechanisms={mechanism}", "-X", "sasl.username=bob"),
             *("-X", f"sasl.password={PASSWORDS['bob']}"),
