@@ -5,21 +5,16 @@ past the S windows a sample lives and past the hour a sensor idles; quotas set, 
 removed at all eight entity levels mid-stream; several users and client ids (names that need
 sanitising among them); mutation bursts; stats whose window count and size change under them.
 
-Each generator is written once against a ``Source`` of choices. ``HypothesisSource`` draws
-them from Hypothesis (``make test``: derandomized, and a failure shrinks to a short sequence);
-``RandomSource`` from a seeded ``random.Random`` (``make fuzz``: Hypothesis draws only the
-seed, since drawing a few hundred choices per sequence through Hypothesis costs about 50 ms
-and a seeded generator about 0.2 ms). ``sequences(kind, fast)`` is the strategy for either.
+Each generator draws its choices from a ``Source``, a ``random.Random`` seeded with the
+sequence's seed (``sequence(kind, seed)``), so a seed names its sequence on every
+machine (about 0.2 ms a sequence, where drawing each choice through Hypothesis cost 50).
 """
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Protocol, TypeVar
-
-from hypothesis import strategies as st
+from typing import Any, Final, TypeVar
 
 from support.kafka_judge import DEFAULT_NAME, START_MS
 
@@ -43,46 +38,9 @@ STATS: Final = (
 )
 
 
-class Source(Protocol):
-    def integer(self, low: int, high: int) -> int: ...
-    def real(self, low: float, high: float) -> float: ...
-    def choice(self, values: Sequence[T]) -> T: ...
+class Source:
+    """The choices of one sequence, from a generator seeded with its seed."""
 
-
-@functools.cache
-def _ints(low: int, high: int) -> st.SearchStrategy[int]:
-    return st.integers(low, high)
-
-
-@functools.cache
-def _reals(low: float, high: float) -> st.SearchStrategy[float]:
-    return st.floats(low, high, allow_nan=False, allow_infinity=False)
-
-
-@functools.cache
-def _pick(values: tuple[Any, ...]) -> st.SearchStrategy[Any]:
-    return st.sampled_from(values)
-
-
-class HypothesisSource:
-    """Choices drawn by Hypothesis (strategies built once per argument set: building is
-    what costs)."""
-
-    def __init__(self, draw: st.DrawFn) -> None:
-        self._draw = draw
-
-    def integer(self, low: int, high: int) -> int:
-        return self._draw(_ints(low, high))
-
-    def real(self, low: float, high: float) -> float:
-        return self._draw(_reals(low, high))
-
-    def choice(self, values: Sequence[T]) -> T:
-        value: T = self._draw(_pick(tuple(values)))
-        return value
-
-
-class RandomSource:
     def __init__(self, seed: int) -> None:
         self._random = random.Random(seed)
 
@@ -352,10 +310,6 @@ GENERATORS: Final[dict[str, Callable[[Source], Drawn]]] = {
 }
 
 
-def sequences(kind: str, fast: bool = False) -> st.SearchStrategy[Drawn]:
-    """The strategy of ``kind``'s sequences: every choice through Hypothesis, or (``fast``)
-    only a seed."""
-    generate = GENERATORS[kind]
-    if fast:
-        return st.integers(0, 2**64 - 1).map(lambda seed: generate(RandomSource(seed)))
-    return st.composite(lambda draw: generate(HypothesisSource(draw)))()
+def sequence(kind: str, seed: int) -> Drawn:
+    """The sequence of ``kind`` that ``seed`` names."""
+    return GENERATORS[kind](Source(seed))
