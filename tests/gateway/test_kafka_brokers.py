@@ -52,7 +52,12 @@ QUOTA = 150_000.0  # bytes per second for the producers' client id, both of them
 WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1}
 VALUE = b"v" * 2000
 OUTSTANDING = 32  # records each producer keeps queued beyond what the quota lets through
-MEASURE_S = 5.0
+MEASURE_S = 8.0
+# A windowed rate lets through, over any stretch, the quota for that stretch plus at most the
+# quota for the windows' span (samples expiring at once): the ceiling of a measure this short.
+# Second by second the producers swung from 0.1 to 2.2 x the quota in a clean-clone run, and
+# a 5 s measure after the restart read 1.109 x.
+CEILING = 1 + WINDOWS["quota.window.num"] * WINDOWS["quota.window.size.seconds"] / MEASURE_S
 
 WaitFor = Callable[..., Any]
 
@@ -519,12 +524,12 @@ def test_a_broker_killed_and_restarted_under_idempotent_producers_and_a_group(
     assert ledger.failed == []
     assert (figures["lost"], figures["duplicated"], figures["misplaced"]) == (0, 0, []), figures
     # Greedy producers held to the quota before the kill and after the restart (payload
-    # bytes, a little below the frames the quota counts). How far below it they may fall
-    # (six connections of one client id muted together; clients sharing the gateway's
-    # process on a loaded machine) is issue 31's side-by-side measure, not this one: only
-    # the steady window after the restart is held to a floor.
-    assert figures["rate_before_kill"] <= 1.1, figures
-    assert 0.5 <= figures["rate_after_restart"] <= 1.1, figures
+    # bytes, a little below the frames the quota counts). How close to it they come (six
+    # connections of one client id muted together; clients sharing the gateway's process on
+    # a loaded machine) is issue 31's side-by-side measure, not this one: only the steady
+    # window after the restart is held to a floor.
+    assert figures["rate_before_kill"] <= CEILING, figures
+    assert 0.5 <= figures["rate_after_restart"] <= CEILING, figures
 
 
 def _kafka_tool(main: str, *args: str) -> str:
