@@ -13,8 +13,9 @@
 // measure minus start), seconds, requests (request-total, likewise), throttleMs (the client's
 // produce- or fetch-throttle-time-avg at the end times the throttled API's responses in the
 // measure: an estimate), ackedBytes (producers: records acknowledged in the measure times the wire
-// bytes per record sent, which leaves out what a relay has read but not let through yet), and
-// the batching defaults in force.
+// bytes per record sent, which leaves out what a relay has read but not let through yet),
+// recordBytes (consumers: bytes-consumed-total, which leaves out the empty answers of throttled
+// fetches), and the batching defaults in force.
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -104,6 +105,7 @@ public final class SideBySideClients {
         System.out.println("{\"bytes\":" + (end[0] - start[0])
                 + ",\"seconds\":" + (t1 - t0) / 1e9
                 + ",\"ackedBytes\":" + (ackedEnd - ackedStart) * perRecord
+                + ",\"recordBytes\":" + (end[4] - start[4])
                 + ",\"requests\":" + (end[1] - start[1])
                 + ",\"throttleMs\":" + throttleAvg * (end[2] - start[2])
                 + ",\"lingerMs\":" + defaults.get("linger.ms")
@@ -138,10 +140,13 @@ public final class SideBySideClients {
         consumer.close(Duration.ZERO);
     }
 
-    /** Per instance summed: bytes, requests, responses of the throttled API, records sent. */
+    /**
+     * Per instance summed: bytes, requests, responses of the throttled API, records sent, record
+     * bytes consumed (without the empty answers of throttled fetches).
+     */
     private static double[] sample(List<Supplier<Map<MetricName, ? extends Metric>>> metrics,
             String group, String bytesName, String throttleGroup) {
-        double[] sums = new double[4];
+        double[] sums = new double[5];
         for (Supplier<Map<MetricName, ? extends Metric>> each : metrics) {
             Map<MetricName, ? extends Metric> all = each.get();
             sums[0] += metric(all, group, bytesName);
@@ -153,6 +158,8 @@ public final class SideBySideClients {
             sums[2] += Double.isFinite(throttled) ? throttled : 0;
             double records = metric(all, "producer-metrics", "record-send-total");
             sums[3] += Double.isFinite(records) ? records : 0;
+            double consumed = metric(all, "consumer-fetch-manager-metrics", "bytes-consumed-total");
+            sums[4] += Double.isFinite(consumed) ? consumed : 0;
         }
         return sums;
     }
@@ -167,7 +174,8 @@ public final class SideBySideClients {
     private static double metric(Map<MetricName, ? extends Metric> metrics, String group, String name) {
         for (Map.Entry<MetricName, ? extends Metric> entry : metrics.entrySet()) {
             MetricName key = entry.getKey();
-            if (key.group().equals(group) && key.name().equals(name) && !key.tags().containsKey("node-id")) {
+            if (key.group().equals(group) && key.name().equals(name) && !key.tags().containsKey("node-id")
+                    && !key.tags().containsKey("topic")) {
                 Object value = entry.getValue().metricValue();
                 return value instanceof Number ? ((Number) value).doubleValue() : Double.NaN;
             }

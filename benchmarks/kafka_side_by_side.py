@@ -28,11 +28,14 @@ otherwise:
 
 Rates are over the measure after a warm-up, as achieved ÷ quota, in wire bytes: what the
 client sent or got (librdkafka's ``txbytes``/``rxbytes`` statistics, the Java client's
-``outgoing-byte-total``/``incoming-byte-total``) and, for producers, what the broker
-acknowledged (records acknowledged in the measure times the wire bytes per record sent).
-Bytes sent also count what waits unread in socket buffers (the client's, the receiver's) and
-in a relay's read-ahead, which can grow over a run while a quota holds the connection, so for
-producers the acknowledged figure is the one to compare.
+``outgoing-byte-total``/``incoming-byte-total``) and what was *delivered*: for producers
+what the broker acknowledged (records acknowledged in the measure times the wire bytes per
+record sent), for consumers the record bytes received (librdkafka's ``rxmsg_bytes``, the Java
+client's ``bytes-consumed-total``). Bytes
+sent also count what waits unread in socket buffers (the client's, the receiver's) and in a
+relay's read-ahead, which can grow over a run while a quota holds the connection; bytes
+received also count the empty answers of throttled fetches, whose number depends on how fast
+each side answers, not on the quota. The delivered figure is the one to compare.
 Prints Markdown tables.
 """
 
@@ -117,6 +120,9 @@ class WireBytes:
         self.throttles: list[tuple[float, int]] = []
         self.acked: list[tuple[float, int, int]] = []
         """(time, messages acknowledged, messages transmitted) of a producer."""
+        self.records: list[tuple[float, int]] = []
+        """(time, record bytes received) of a consumer: its fetched batches, without the
+        bytes of the empty answers a throttled fetch gets."""
         self.produced = 0
         """Messages handed to the producer; the producing thread counts, and its ``poll``
         serves :meth:`on_stats`, so the two agree."""
@@ -136,6 +142,7 @@ class WireBytes:
             self.requests.append((now, sent))
             self.throttles.append((now, throttled))
             self.acked.append((now, acked, stats["txmsgs"]))
+            self.records.append((now, stats["rxmsg_bytes"]))
 
     def acked_between(self, start: float, end: float) -> float:
         """Wire bytes the brokers acknowledged in ``[start, end]``: messages acknowledged
@@ -149,6 +156,17 @@ class WireBytes:
         (t0, a0, m0), (t1, a1, m1) = inside[0], inside[-1]
         per_message = (sent[-1][1] - sent[0][1]) / (m1 - m0) if m1 > m0 else 0.0
         return (a1 - a0) * per_message / (t1 - t0) * (end - start)
+
+    def records_between(self, start: float, end: float) -> float:
+        """Record bytes received in ``[start, end]``: what a consumer's quota let through.
+        Unlike :meth:`between` it leaves out the throttled fetches' empty answers, whose
+        number depends on how fast each side answers them, not on the quota."""
+        with self._lock:
+            inside = [(t, n) for t, n in self.records if start <= t <= end]
+        if len(inside) < 2:
+            return 0.0
+        (t0, n0), (t1, n1) = inside[0], inside[-1]
+        return (n1 - n0) / (t1 - t0) * (end - start)
 
     def requests_between(self, start: float, end: float) -> int:
         with self._lock:
@@ -184,6 +202,7 @@ def _rate(meters: list[WireBytes], start: float, seconds: float) -> float:
         mean_bytes=moved / requests if requests else 0.0,
         throttle_ms_per_s=sum(m.throttle_ms_between(start, end) for m in meters) / seconds,
         acked_per_s=sum(m.acked_between(start, end) for m in meters) / seconds,
+        records_per_s=sum(m.records_between(start, end) for m in meters) / seconds,
     )
     return moved / seconds
 
@@ -315,6 +334,7 @@ def java_clients(
         mean_bytes=result["bytes"] / result["requests"] if result["requests"] else 0.0,
         throttle_ms_per_s=result["throttleMs"] / result["seconds"],
         acked_per_s=result.get("ackedBytes", 0.0) / result["seconds"],
+        records_per_s=result.get("recordBytes", 0.0) / result["seconds"],
         linger_ms=result["lingerMs"],
         batch_size=result["batchSize"],
     )
@@ -441,8 +461,11 @@ def _seen(quota: float) -> dict[str, float]:
     """What the last measure saw, its acknowledged bytes (if any) as a ratio to ``quota``."""
     seen = dict(LAST)
     acked = seen.pop("acked_per_s", 0.0)
+    records = seen.pop("records_per_s", 0.0)
     if acked:
         seen["acked"] = acked / quota
+    elif records:
+        seen["records"] = records / quota
     return seen
 
 
@@ -455,7 +478,7 @@ class Pair:
     def add(self, side: str, ratio: float, seen: dict[str, float]) -> None:
         self.runs[side].append((ratio, seen))
         detail = ", ".join(
-            f"{k} {v:.3f}" if k == "acked" else f"{k} {v:.0f}" for k, v in seen.items()
+            f"{k} {v:.3f}" if k in ("acked", "records") else f"{k} {v:.0f}" for k, v in seen.items()
         )
         print(f"  {side}: {ratio:.3f} ({detail})", file=sys.stderr)
 
@@ -574,10 +597,11 @@ def _report(run: SideBySide, args: argparse.Namespace) -> None:
             f"{pair.seen('kafka', 'throttle_ms_per_s'):.0f} / "
             f"{pair.seen('quotagate', 'throttle_ms_per_s'):.0f}"
         )
-        if pair.seen("kafka", "acked"):
+        delivered = next((k for k in ("acked", "records") if pair.seen("kafka", k)), "")
+        if delivered:
             acked = (
-                f"{pair.cell('kafka', 'acked')} | {pair.cell('quotagate', 'acked')} "
-                f"| {pair.difference('acked')}"
+                f"{pair.cell('kafka', delivered)} | {pair.cell('quotagate', delivered)} "
+                f"| {pair.difference(delivered)}"
             )
         else:
             acked = "— | — | —"
@@ -666,8 +690,8 @@ def _report(run: SideBySide, args: argparse.Namespace) -> None:
     )
     print(
         "\n| workload | connections | Kafka achieved ÷ quota | quotagate achieved ÷ quota "
-        "| quotagate − Kafka | Kafka acknowledged ÷ quota | quotagate acknowledged ÷ quota "
-        "| quotagate − Kafka, acknowledged | mean request kB, Kafka / quotagate "
+        "| quotagate − Kafka | Kafka delivered ÷ quota | quotagate delivered ÷ quota "
+        "| quotagate − Kafka, delivered | mean request kB, Kafka / quotagate "
         "| throttle ms reported per s, Kafka / quotagate |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
