@@ -43,9 +43,9 @@ RECORDS_PER_S = 100  # ~400 kB/s of payload
 QUOTA = RECORDS_PER_S * len(VALUE) // 2  # half of it (the wire adds ~2 %)
 WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1, "super.users": ["User:ANONYMOUS"]}
 WINDOW_SPAN_S = 2.0
-BASELINE_S = 5.0
-SHADOW_S = 7.0
-PROMOTED_S = 8.0
+BASELINE_S = 4.0
+SHADOW_S = 6.0
+PROMOTED_S = 7.0
 
 runner = CliRunner()
 
