@@ -61,6 +61,8 @@ THROTTLED_BYTES = 500_000
 WINDOWS = 2
 """quota.window.num (x 1 s): with Kafka's 11 the first seconds of a greedy client run far
 over the quota (docs/quotas.md), so a 5 s measure needs short windows."""
+BATCH_BYTES = 20_000
+"""The throttled producers' batch size: two records."""
 
 
 @dataclasses.dataclass
@@ -125,10 +127,18 @@ enforcement (benchmarks/kafka_side_by_side.py)."""
 
 def _assert_held(seconds: float) -> None:
     """A greedy producer of THROTTLED_BYTES to HELD_PARTITION under a QUOTA bytes/s produce
-    quota achieves the quota: measured here at 0.99-1.01 x QUOTA for every client (5 s;
-    unthrottled it takes a fraction of a second). Slower only when the machine is loaded."""
+    quota achieves the quota: measured here at 0.99-1.01 x QUOTA for most runs of every client
+    (5 s; unthrottled it takes a fraction of a second). Slower only when the machine is loaded.
+
+    The ceiling is what Kafka's arithmetic allows a new client: its rate is taken over at
+    least the windows but the last one from its first request, so the first (WINDOWS - 1)
+    seconds' worth comes on top, and the last request's throttle falls after the last
+    acknowledgement, outside the measure (a clean-clone run: kafka-python 1.205 x in 4.15 s)."""
     rate = THROTTLED_BYTES / seconds
-    assert 0.5 * QUOTA <= rate <= 1.2 * QUOTA, f"{rate:.0f} B/s in {seconds:.2f} s, quota {QUOTA}"
+    ceiling = (seconds + WINDOWS - 1 + BATCH_BYTES / QUOTA) / seconds
+    assert 0.5 * QUOTA <= rate <= ceiling * QUOTA, (
+        f"{rate:.0f} B/s in {seconds:.2f} s, quota {QUOTA}, ceiling {ceiling:.3f} x"
+    )
 
 
 def _topic(client: str) -> str:
@@ -156,7 +166,7 @@ def _ck_throttled(bootstrap: str, topic: str) -> float:
         {
             "bootstrap.servers": bootstrap,
             "client.id": throttled_client_id("confluent-kafka"),
-            "batch.size": 20_000,
+            "batch.size": BATCH_BYTES,
             "linger.ms": 0,
             "acks": 1,
         }
@@ -245,7 +255,7 @@ def test_kafka_python(matrix_gateway: MatrixGateway, wait_for: Callable[..., Any
             bootstrap_servers=bootstrap,
             client_id=throttled_client_id("kafka-python"),
             acks=1,
-            batch_size=20_000,
+            batch_size=BATCH_BYTES,
             linger_ms=0,
         )
         started = time.monotonic()
@@ -307,7 +317,7 @@ async def _aiokafka(bootstrap: str) -> None:
             bootstrap_servers=bootstrap,
             client_id=throttled_client_id("aiokafka"),
             acks=1,
-            max_batch_size=20_000,
+            max_batch_size=BATCH_BYTES,
             linger_ms=0,
         )
         await throttled.start()
@@ -377,7 +387,7 @@ def test_kcat_from_debian(matrix_gateway: MatrixGateway, wait_for: Callable[...,
         "-X",
         f"client.id={throttled_client_id('kcat')}",
         "-X",
-        "batch.size=20000",
+        f"batch.size={BATCH_BYTES}",
         "-X",
         "linger.ms=0",
         stdin=records,
