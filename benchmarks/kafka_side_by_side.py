@@ -161,12 +161,7 @@ class WireBytes:
         """Record bytes received in ``[start, end]``: what a consumer's quota let through.
         Unlike :meth:`between` it leaves out the throttled fetches' empty answers, whose
         number depends on how fast each side answers them, not on the quota."""
-        with self._lock:
-            inside = [(t, n) for t, n in self.records if start <= t <= end]
-        if len(inside) < 2:
-            return 0.0
-        (t0, n0), (t1, n1) = inside[0], inside[-1]
-        return (n1 - n0) / (t1 - t0) * (end - start)
+        return self._counted_between(self.records, start, end)
 
     def requests_between(self, start: float, end: float) -> int:
         with self._lock:
@@ -179,8 +174,13 @@ class WireBytes:
 
     def between(self, start: float, end: float) -> float:
         """Bytes in ``[start, end]``, from the samples nearest inside it."""
+        return self._counted_between(self.samples, start, end)
+
+    def _counted_between(self, counter: list[tuple[float, int]], start: float, end: float) -> float:
+        """What a cumulative ``counter`` grew by over ``[start, end]``, scaled from its
+        samples nearest inside it."""
         with self._lock:
-            inside = [(t, n) for t, n in self.samples if start <= t <= end]
+            inside = [(t, n) for t, n in counter if start <= t <= end]
         if len(inside) < 2:
             return 0.0
         (t0, n0), (t1, n1) = inside[0], inside[-1]
