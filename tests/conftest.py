@@ -4,7 +4,9 @@ loopback ports.
 * ``start_tansu()`` starts a fresh broker (memory storage) and returns it; ``tansu`` is one
   broker shared by the whole session.
 * ``kafka`` is a three-node Apache Kafka cluster (KRaft; PLAINTEXT, SSL and SASL_SSL
-  listeners; support/kafka_cluster.py), started once, when a test first asks for it.
+  listeners; support/kafka_cluster.py), started once. When a collected test needs it, it
+  starts in the background as the session begins, and the engine's, protocol's, Kafka's
+  ported and fuzz tests (``CORE``: no broker, and no timing) run first, while it boots.
 * ``upstream`` runs a test once in front of each: ``tansu`` and ``kafka`` (an ``Upstream``).
 * ``start_gateway(upstream, ...)`` starts a gateway in a background thread in front of any
   bootstrap address and returns it, stopped when the test ends (``start_module_gateway``: when
@@ -21,7 +23,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 
@@ -31,7 +33,7 @@ from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.gateway.stages.plugin import Plugin
 from quotagate.gateway.stages.stage import Stage
 from support.gateways import TANSU_NODE_ID, gateway_config
-from support.kafka_cluster import KafkaCluster, kafka_cluster
+from support.kafka_cluster import ClusterStarter, KafkaCluster
 from support.upstreams import NAMES, Upstream
 
 
@@ -56,10 +58,47 @@ def tansu(start_tansu: Callable[[], TansuBroker]) -> TansuBroker:
     return start_tansu()
 
 
+CORE: Final = frozenset({"quota", "protocol", "kafka", "fuzz", "test_compiled.py"})
+"""What runs first, beside the cluster booting: directories (and a file) under ``tests/``."""
+_STARTER: Final = pytest.StashKey[ClusterStarter]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+
+    def in_core(item: pytest.Item) -> bool:
+        return item.path.relative_to(tests).parts[0] in CORE
+
+    items.sort(key=lambda item: not in_core(item))  # stable: each part keeps its order
+    if not config.option.collectonly and any(_needs_kafka(item) for item in items):
+        factory: pytest.TempPathFactory = config._tmp_path_factory  # type: ignore[attr-defined]
+        config.stash[_STARTER] = ClusterStarter(factory.mktemp("kafka")).start()
+
+
+def _needs_kafka(item: pytest.Item) -> bool:
+    if "kafka" in getattr(item, "fixturenames", ()):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("upstream") == "kafka"
+
+
 @pytest.fixture(scope="session")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    with kafka_cluster(tmp_path_factory.mktemp("kafka")) as cluster:
-        yield cluster
+def kafka(pytestconfig: pytest.Config) -> Iterator[KafkaCluster]:
+    starter = pytestconfig.stash.get(_STARTER, None)
+    if starter is None:  # asked for by a test collection did not see (getfixturevalue)
+        factory: pytest.TempPathFactory = pytestconfig._tmp_path_factory  # type: ignore[attr-defined]
+        starter = pytestconfig.stash[_STARTER] = ClusterStarter(factory.mktemp("kafka")).start()
+    try:
+        yield starter.cluster()
+    finally:
+        starter.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A cluster started for tests that were then skipped or deselected is stopped too."""
+    starter = session.config.stash.get(_STARTER, None)
+    if starter is not None:
+        starter.stop()
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -426,3 +427,49 @@ def kafka_cluster(
             yield cluster
         finally:
             cluster.stop()
+
+
+class ClusterStarter:
+    """The session's cluster, started by a thread of its own while other tests run.
+
+    The thread lives until ``stop()``: each node is started with ``PR_SET_PDEATHSIG``, which
+    fires when the *thread* that started it ends, not the process."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._ready = threading.Event()
+        self._done = threading.Event()
+        self._cluster: KafkaCluster | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="kafka-cluster", daemon=True)
+
+    def start(self) -> ClusterStarter:
+        self._thread.start()
+        return self
+
+    def cluster(self) -> KafkaCluster:
+        """The started cluster, once it answers; what stopped it from starting, raised."""
+        self._ready.wait()
+        if self._cluster is None:
+            raise KafkaClusterError("the session's Kafka cluster did not start") from self._error
+        return self._cluster
+
+    def stop(self) -> None:
+        """Idempotent: the fixture and the session's end both ask."""
+        if self._done.is_set():
+            return
+        self._done.set()
+        self._thread.join(120)
+        if self._error is not None and self._cluster is not None:
+            raise KafkaClusterError("the session's Kafka cluster did not stop") from self._error
+
+    def _run(self) -> None:
+        try:
+            with kafka_cluster(self._directory) as cluster:
+                self._cluster = cluster
+                self._ready.set()
+                self._done.wait()
+        except BaseException as error:  # handed to the thread that asks for the cluster
+            self._error = error
+        finally:
+            self._ready.set()
