@@ -40,6 +40,7 @@ from quotagate.gateway.embedded.background import BackgroundGateway
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.kio_nested import build, nested
 from quotagate.store.quotas import Change
+from support import bounds
 from support.clients import generous_quotas_of_every_kind, kafkajs, kcat
 from support.gateways import gateway_config, quota_gateway
 from support.upstreams import Upstream
@@ -58,9 +59,9 @@ QUOTA = 100_000
 """producer_byte_rate of each client's throttled client id, bytes per second."""
 THROTTLED_BYTES = 500_000
 """What each client produces under that quota: five seconds' worth."""
-WINDOWS = 2
-"""quota.window.num (x 1 s): with Kafka's 11 the first seconds of a greedy client run far
-over the quota (docs/quotas.md), so a 5 s measure needs short windows."""
+WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1}
+"""With Kafka's 11 x 1 s the first seconds of a greedy client run far over the quota
+(docs/quotas.md), so a 5 s measure needs short windows."""
 BATCH_BYTES = 20_000
 """The throttled producers' batch size: two records."""
 
@@ -91,7 +92,7 @@ def matrix_gateway(
     config = gateway_config(
         upstream,
         store_path=str(store),
-        extra={"quotas": {"quota.window.num": WINDOWS, "quota.window.size.seconds": 1}},
+        extra={"quotas": WINDOWS},
     )
     # Each client's throttled id gets a tight produce quota beside them.
     changes = generous_quotas_of_every_kind()
@@ -129,13 +130,13 @@ def _assert_held(seconds: float) -> None:
     """A greedy producer of THROTTLED_BYTES to HELD_PARTITION under a QUOTA bytes/s produce
     quota achieves the quota: measured here at 0.99-1.01 x QUOTA for most runs of every client
     (5 s; unthrottled it takes a fraction of a second). Slower only when the machine is loaded.
-
-    The ceiling is what Kafka's arithmetic allows a new client: its rate is taken over at
-    least the windows but the last one from its first request, so the first (WINDOWS - 1)
-    seconds' worth comes on top, and the last request's throttle falls after the last
-    acknowledgement, outside the measure (a clean-clone run: kafka-python 1.205 x in 4.15 s)."""
+    The ceiling is what Kafka's arithmetic allows a client measured from its first request,
+    whose last batch's throttle falls after the last acknowledgement (a clean-clone run read
+    kafka-python 1.205 x in 4.15 s)."""
     rate = THROTTLED_BYTES / seconds
-    ceiling = (seconds + WINDOWS - 1 + BATCH_BYTES / QUOTA) / seconds
+    ceiling = bounds.ceiling(
+        seconds, WINDOWS, quota=QUOTA, in_flight_bytes=BATCH_BYTES, from_first_request=True
+    )
     assert 0.5 * QUOTA <= rate <= ceiling * QUOTA, (
         f"{rate:.0f} B/s in {seconds:.2f} s, quota {QUOTA}, ceiling {ceiling:.3f} x"
     )

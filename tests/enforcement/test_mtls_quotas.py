@@ -89,7 +89,7 @@ def test_a_user_quota_holds_the_certificate_it_names(
     usage = tmp_path / "usage"
     gateway = ssl_gateway(quotas=WINDOWS, usage={"path": str(usage)})
     configs = {who: _client(gateway.bootstrap, pki, who) for who in WHO}
-    rows = assert_alice_held_while_bob_runs_free(gateway, configs, usage, QUOTA)
+    rows = assert_alice_held_while_bob_runs_free(gateway, configs, usage, QUOTA, WINDOWS)
     assert not [r for r in rows if r["principal"] == "User:bob" and r["throttle_ms"] > 0]
     assert {r["principal"] for r in rows} == {"User:alice", "User:bob"}
 

@@ -65,7 +65,9 @@ def test_alice_is_held_to_her_user_quota_and_bob_is_not(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="quotagate")
     configs = {who: provider.client_config(oauth_gateway.bootstrap, who) for who in WHO}
-    rows = assert_alice_held_while_bob_runs_free(oauth_gateway, configs, tmp_path / "usage", QUOTA)
+    rows = assert_alice_held_while_bob_runs_free(
+        oauth_gateway, configs, tmp_path / "usage", QUOTA, WINDOWS
+    )
     # ApiVersions, answered before authentication, is recorded without a principal.
     # Requests before authentication (ApiVersions) name nobody and are not usage events.
     assert {r["principal"] for r in rows} == {"User:alice", "User:bob"}
