@@ -7,6 +7,7 @@ loopback ports.
   listeners; support/kafka_cluster.py), started once. When a collected test needs it, it
   starts in the background as the session begins, and the engine's, protocol's, Kafka's
   ported and fuzz tests (``CORE``: no broker, and no timing) run first, while it boots.
+  Tests that kill its nodes (``kills_brokers``) run after every other.
 * ``upstream`` runs a test once in front of each: ``tansu`` and ``kafka`` (an ``Upstream``).
 * ``start_gateway(upstream, ...)`` starts a gateway in a background thread in front of any
   bootstrap address and returns it, stopped when the test ends (``start_module_gateway``: when
@@ -69,7 +70,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     def in_core(item: pytest.Item) -> bool:
         return item.path.relative_to(tests).parts[0] in CORE
 
-    items.sort(key=lambda item: not in_core(item))  # stable: each part keeps its order
+    def turn(item: pytest.Item) -> int:
+        if in_core(item):
+            return 0
+        return 2 if item.get_closest_marker("kills_brokers") else 1
+
+    items.sort(key=turn)  # stable: each part keeps its order
     if not config.option.collectonly and any(_needs_kafka(item) for item in items):
         factory: pytest.TempPathFactory = config._tmp_path_factory  # type: ignore[attr-defined]
         config.stash[_STARTER] = ClusterStarter(factory.mktemp("kafka")).start()

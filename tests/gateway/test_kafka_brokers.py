@@ -1,5 +1,6 @@
-"""Many brokers, for real: the gateway in front of a three-node Apache Kafka cluster of this
-module's own (one node is killed here, so the session's shared cluster is left alone).
+"""Many brokers, for real: the gateway in front of the session's three-node Apache Kafka
+cluster. One node is killed and restarted here, so this module runs after every other test
+that uses the cluster (``kills_brokers``, tests/conftest.py).
 
 * Partitions are led by all three brokers, and every response that names a broker
   (Metadata, FindCoordinator, DescribeCluster, every version the gateway offers) names one of
@@ -44,9 +45,9 @@ from quotagate.protocol import api_keys, api_support, codec
 from quotagate.store.quotas import Change
 from support import bounds
 from support.gateways import gateway_config, quota_gateway
-from support.kafka_cluster import KafkaCluster, kafka_cluster
+from support.kafka_cluster import KafkaCluster
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.kills_brokers]
 
 CLIENT_ID = "failover-producer"
 QUOTA = 150_000.0  # bytes per second for the producers' client id, both of them together
@@ -82,17 +83,15 @@ class Brokers:
 
 
 @pytest.fixture(scope="module")
-def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
-    directory = tmp_path_factory.mktemp("brokers")
-    with kafka_cluster(directory / "kafka") as cluster:
-        config = gateway_config(
-            cluster.bootstrap(),
-            node_ids=tuple(cluster.nodes),
-            store_path=str(directory / "quotagate.db"),
-            extra={"quotas": WINDOWS},
-        )
-        with quota_gateway(config) as live:
-            yield Brokers(cluster, live.background, live.runtime, live.broker_ports(cluster.nodes))
+def brokers(kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brokers]:
+    config = gateway_config(
+        kafka.bootstrap(),
+        node_ids=tuple(kafka.nodes),
+        store_path=str(tmp_path_factory.mktemp("brokers") / "quotagate.db"),
+        extra={"quotas": WINDOWS},
+    )
+    with quota_gateway(config) as live:
+        yield Brokers(kafka, live.background, live.runtime, live.broker_ports(kafka.nodes))
 
 
 def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
