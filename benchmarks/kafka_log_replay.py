@@ -1,7 +1,7 @@
 """Kafka's own throttles, replayed: given the requests as a Kafka broker logged them, does the
 engine throttle each one as the broker did?
 
-    python benchmarks/kafka_log_replay.py [--connections 5 20] [--seconds 15] [--windows 2]
+    python benchmarks/kafka_log_replay.py [--connections 5 20] [--seconds 16] [--fetch]
 
 The side-by-side rows with librdkafka's default batching (0.7-0.9 MB requests against a 1 MB/s
 quota, benchmarks/kafka_side_by_side.py) vary from run to run on Kafka itself by more than the
@@ -15,6 +15,13 @@ is sent: its time less the response's queue and send times) and replayed through
 (the pipeline's open-loop replay, the same quota and windows). Per request: Kafka's
 ``throttle_time_ms`` against the engine's.
 
+``--fetch`` asks the same of greedy consumers (librdkafka, ``max.partition.fetch.bytes`` 16384,
+N connections of one client id reading a filled topic under ``consumer_byte_rate``). A
+throttled fetch's line shows the empty answer Kafka sent, not the response it read, recorded
+and took back: that response is the one the same connection reads at the same offset once its
+mute is over (the topic no longer changes), and the response's envelope beyond its records is
+the size of a one-partition response at the logged version.
+
 What it cannot match to the millisecond: the log's times are whole milliseconds, and its
 ``recordsSizeInBytes`` leaves out the request's header and envelope (some 100 bytes) that Kafka
 counts, so a throttle may differ by a millisecond or two, and a request recorded within a
@@ -24,35 +31,52 @@ millisecond of a sample's end may fall in the other sample.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import sys
 import tempfile
 import uuid
 from datetime import UTC
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from kio.schema.errors import ErrorCode
 
-from kafka_side_by_side import QUOTA, SideBySide, greedy_producers
+from kafka_side_by_side import (
+    QUOTA,
+    SMALL_BATCH,
+    WARM_UP_S,
+    SideBySide,
+    consumers,
+    greedy_producers,
+    preload,
+)
+from quotagate.enforcement.fetch import kafka_fetch_size
 from quotagate.pipeline.ingest.arrow import parse_block
 from quotagate.pipeline.replay.core import replay_frame
-from quotagate.protocol import api_keys
+from quotagate.protocol import api_keys, api_table, codec
+from quotagate.protocol.kio_nested import build, nested
 from support.kafka_cluster import KafkaCluster, kafka_cluster
 
 LEADER = 1
 """The broker leading the topic's one partition, whose request log is read."""
 
 
-def _produce_lines(cluster: KafkaCluster, client_id: str) -> list[str]:
+def _lines(cluster: KafkaCluster, client_id: str, api_key: int) -> list[str]:
     marker = f'"clientId":"{client_id}"'
     text = cluster.nodes[LEADER].request_log.read_text()
     return [
         line
         for line in text.splitlines()
-        if marker in line and f'"requestApiKey":{api_keys.PRODUCE},' in line
+        if marker in line and f'"requestApiKey":{api_key},' in line
     ]
+
+
+def _body(line: str) -> dict[str, Any]:
+    return dict(json.loads(line[line.index("{") : line.rindex("}") + 1]))
 
 
 def _recorded_events(lines: list[str]) -> pd.DataFrame:
@@ -63,12 +87,66 @@ def _recorded_events(lines: list[str]) -> pd.DataFrame:
         raise RuntimeError(f"the ingest read {len(frame)} events of {len(lines)} lines")
     after_start_ms = []
     for line in lines:
-        body = json.loads(line[line.index("{") : line.rindex("}") + 1])
+        body = _body(line)
         sent_for = body["responseQueueTimeMs"] + body["sendTimeMs"]
         after_start_ms.append(body["totalTimeMs"] - sent_for)
     # The ingest stamps a request when it arrived (the line's time less its total time).
     frame["ts_ms"] = frame["ts_ms"] + np.rint(np.array(after_start_ms)).astype(np.int64)
     return frame
+
+
+def _fetch_overhead(api_version: int) -> int:
+    """What Kafka counts of a one-partition fetch response beyond its records
+    (``FetchResponse.sizeOf``: 4 + the body), at the version the log names: the log keeps
+    only ``recordsSizeInBytes``. Within a byte or two of Kafka's own (its varints)."""
+    schema: Any = api_table.response_schema(api_keys.FETCH, api_version)
+    records = b"r" * SMALL_BATCH
+    partition = build(
+        nested(schema, "PartitionData"),
+        partition_index=0,
+        error_code=ErrorCode(0),
+        high_watermark=1 << 20,
+        last_stable_offset=1 << 20,
+        log_start_offset=0,
+        aborted_transactions=(),
+        records=records,
+    )
+    topic_fields: dict[str, Any] = {"partitions": (partition,)}
+    if api_version >= 13:
+        topic_fields["topic_id"] = uuid.uuid4()
+    else:
+        topic_fields["topic"] = "t"
+    body = build(
+        schema,
+        throttle_time=datetime.timedelta(0),
+        error_code=ErrorCode(0),
+        session_id=0,
+        responses=(build(nested(schema, "FetchableTopicResponse"), **topic_fields),),
+    )
+    frame = codec.encode_response_frame(body, 1)
+    return kafka_fetch_size(frame, api_version) - len(records)
+
+
+def _with_refused_sizes(frame: pd.DataFrame, lines: list[str]) -> pd.DataFrame:
+    """Fetch events charged as Kafka charged them: a throttled fetch's log line shows the
+    empty answer, but Kafka recorded (and took back) the response it had read, which the
+    same connection reads again at the same offset once its mute is over, from a log that
+    no longer changes. Fetches never read again (the run's last) are left out."""
+    keys = []
+    for line in lines:
+        body = _body(line)
+        partitions = body["request"]["topics"][0]["partitions"]
+        keys.append((body["connection"], partitions[0]["fetchOffset"]))
+    sizes = frame["response_bytes"].to_numpy(np.int64).copy()
+    read: dict[tuple[str, int], int] = {}
+    for index in range(len(keys) - 1, -1, -1):
+        if sizes[index] > 0:
+            read[keys[index]] = int(sizes[index])
+        else:
+            sizes[index] = read.get(keys[index], 0)
+    overhead = _fetch_overhead(int(frame["api_version"].iloc[0]))
+    charged = frame.assign(response_bytes=np.where(sizes > 0, sizes + overhead, 0))
+    return charged[sizes > 0].reset_index(drop=True)
 
 
 def _apart_unordered(ts_ms: np.ndarray, kafka: np.ndarray, engine: np.ndarray) -> np.ndarray:
@@ -85,29 +163,44 @@ def _apart_unordered(ts_ms: np.ndarray, kafka: np.ndarray, engine: np.ndarray) -
     return apart
 
 
-def _candidate(client_id: str, windows: int) -> str:
+def _candidate(client_id: str, windows: int, key: str) -> str:
     return (
-        f'[[quota]]\n"client-id" = "{client_id}"\nproducer_byte_rate = {int(QUOTA)}\n'
+        f'[[quota]]\n"client-id" = "{client_id}"\n{key} = {int(QUOTA)}\n'
         f'[gateway]\n"quota.window.num" = {windows}\n"quota.window.size.seconds" = 1\n'
     )
 
 
 def replay_run(
-    run: SideBySide, cluster: KafkaCluster, connections: int, seconds: float, windows: int
+    run: SideBySide,
+    cluster: KafkaCluster,
+    connections: int,
+    seconds: float,
+    windows: int,
+    loaded: str | None = None,
 ) -> dict[str, float]:
+    """Greedy producers, or with ``loaded`` (a filled topic) greedy consumers of 16 KB
+    fetches, straight at Kafka; their requests replayed from the leader's request log."""
     client_id = f"replayed-{uuid.uuid4().hex[:6]}"
-    run.quota(run.kafka, {"client-id": client_id}, "producer_byte_rate", QUOTA)
-    topic = run.topic([LEADER])
-    achieved = greedy_producers(run.kafka, topic, client_id, connections, seconds) / QUOTA
-    lines = _produce_lines(cluster, client_id)
-    replayed = replay_frame(_recorded_events(lines), _candidate(client_id, windows), False)
+    key = "consumer_byte_rate" if loaded else "producer_byte_rate"
+    run.quota(run.kafka, {"client-id": client_id}, key, QUOTA)
+    if loaded is None:
+        topic = run.topic([LEADER])
+        achieved = greedy_producers(run.kafka, topic, client_id, connections, seconds) / QUOTA
+        lines = _lines(cluster, client_id, api_keys.PRODUCE)
+        events = _recorded_events(lines)
+    else:
+        fetch = {"max.partition.fetch.bytes": SMALL_BATCH}
+        achieved = consumers(run.kafka, loaded, client_id, connections, seconds, fetch) / QUOTA
+        lines = _lines(cluster, client_id, api_keys.FETCH)
+        events = _with_refused_sizes(_recorded_events(lines), lines)
+    replayed = replay_frame(events, _candidate(client_id, windows, key), False)
     kafka = replayed["throttle_ms"].to_numpy(np.int64)
     engine = replayed["predicted_throttle_ms"].to_numpy(np.int64)
     apart = np.abs(kafka - engine)
     unordered = _apart_unordered(replayed["ts_ms"].to_numpy(np.int64), kafka, engine)
     worst = int(np.argmax(apart)) if len(apart) else 0
     if len(apart) and apart[worst] > 2:
-        shown = ["ts_ms", "request_bytes", "throttle_ms", "predicted_throttle_ms"]
+        shown = ["ts_ms", "request_bytes", "response_bytes", "throttle_ms", "predicted_throttle_ms"]
         print(replayed[shown].iloc[max(worst - 3, 0) : worst + 2].to_string(), file=sys.stderr)
     return {
         "achieved": achieved,
@@ -119,15 +212,30 @@ def replay_run(
         "most apart ms": float(apart.max()) if len(apart) else 0.0,
         "kafka throttle s": float(kafka.sum()) / 1000,
         "engine throttle s": float(engine.sum()) / 1000,
+        "kafka admitted": _admitted_rate(replayed, kafka == 0, seconds),
+        "engine admitted": _admitted_rate(replayed, engine == 0, seconds),
     }
+
+
+def _admitted_rate(replayed: pd.DataFrame, admitted: np.ndarray, seconds: float) -> float:
+    """What the requests admitted in the measure (after the warm-up) charged, ÷ the quota:
+    request bytes for produce, response bytes for fetch."""
+    ts_ms = replayed["ts_ms"].to_numpy(np.int64)
+    start = ts_ms.min() + WARM_UP_S * 1000 if len(ts_ms) else 0
+    inside = admitted & (ts_ms >= start) & (ts_ms < start + seconds * 1000)
+    charged = replayed["request_bytes"] + replayed["response_bytes"]
+    return float(charged.to_numpy(np.int64)[inside].sum()) / seconds / QUOTA
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--connections", type=int, nargs="+", default=[5, 20])
-    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--seconds", type=float, default=16.0)
     parser.add_argument("--windows", type=int, default=2, help="quota.window.num (x 1 s)")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--fetch", action="store_true", help="greedy consumers (16 KB fetches), not producers"
+    )
     args = parser.parse_args()
     settings = {"quota.window.num": str(args.windows), "quota.window.size.seconds": "1"}
     with (
@@ -135,21 +243,28 @@ def main() -> None:
         kafka_cluster(Path(tmp) / "kafka", settings, request_log=True) as cluster,
     ):
         run = SideBySide(cluster, gateway="", repeat=1)
+        loaded = None
+        if args.fetch:
+            loaded = run.topic([LEADER])
+            preload(
+                run.kafka, loaded, int(QUOTA * (WARM_UP_S + args.seconds + 2) * 1.5), SMALL_BATCH
+            )
         print(
             "| connections | achieved ÷ quota | requests | throttled by Kafka | engine equal "
             "| within 2 ms | within 2 ms, any order | most apart (ms) "
-            "| throttle s, Kafka / engine |"
+            "| throttle s, Kafka / engine | admitted ÷ quota, Kafka / engine |"
         )
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for connections in args.connections:
             for _ in range(args.repeat):
-                seen = replay_run(run, cluster, connections, args.seconds, args.windows)
+                seen = replay_run(run, cluster, connections, args.seconds, args.windows, loaded)
                 print(
                     f"| {connections} | {seen['achieved']:.3f} | {seen['requests']:.0f} "
                     f"| {seen['throttled']:.0f} | {seen['equal']:.0f} "
                     f"| {seen['within 2 ms']:.0f} | {seen['within 2 ms, any order']:.0f} "
                     f"| {seen['most apart ms']:.0f} "
-                    f"| {seen['kafka throttle s']:.1f} / {seen['engine throttle s']:.1f} |",
+                    f"| {seen['kafka throttle s']:.1f} / {seen['engine throttle s']:.1f} "
+                    f"| {seen['kafka admitted']:.3f} / {seen['engine admitted']:.3f} |",
                     flush=True,
                 )
         print(f"\n{args.windows} x 1 s windows, {int(QUOTA)} B/s, {args.seconds:.0f} s measures")

@@ -664,10 +664,10 @@ def _report(run: SideBySide, args: argparse.Namespace) -> None:
     preload = int(QUOTA * (WARM_UP_S + args.seconds + 2) * 1.5)
     if {"consume", "java-consume"} & set(args.only):
         loaded = run.topic([1])
-        _preload(run.kafka, loaded, preload)
+        preload(run.kafka, loaded, preload)
     if {"consume-small", "java-consume-small"} & set(args.only):
         loaded_small = run.topic([1])
-        _preload(run.kafka, loaded_small, preload, SMALL_BATCH)
+        preload(run.kafka, loaded_small, preload, SMALL_BATCH)
     small_fetch = {"max.partition.fetch.bytes": SMALL_BATCH}
     rate_rows(
         "consume",
@@ -792,7 +792,7 @@ def _report_mutations(run: SideBySide) -> None:
         print(f"| {label} | {kafka[0]}, {kafka[1]} | {gateway[0]}, {gateway[1]} |")
 
 
-def _preload(bootstrap: str, topic: str, size: int, batch_size: int = 0) -> None:
+def preload(bootstrap: str, topic: str, size: int, batch_size: int = 0) -> None:
     """``size`` bytes of records into ``topic``; in record batches of at most ``batch_size``
     bytes if given (a fetch returns at least one whole batch, whatever its limits)."""
     batching = {"batch.size": batch_size} if batch_size else {}
