@@ -154,11 +154,9 @@ class WireBytes:
             acked = [(t, a) for t, a, _ in self.acked]
             transmitted = [(t, m) for t, _, m in self.acked]
             sent = list(self.samples)
-        if len(acked) < 2 or not acked[0][0] <= start < end <= acked[-1][0]:
-            return 0.0
-        messages = _at(transmitted, end) - _at(transmitted, start)
-        per_message = (_at(sent, end) - _at(sent, start)) / messages if messages > 0 else 0.0
-        return (_at(acked, end) - _at(acked, start)) * per_message
+        messages = _grown(transmitted, start, end)
+        per_message = _grown(sent, start, end) / messages if messages > 0 else 0.0
+        return _grown(acked, start, end) * per_message
 
     def records_between(self, start: float, end: float) -> float:
         """Record bytes received in ``[start, end]``: what a consumer's quota let through.
@@ -186,9 +184,19 @@ class WireBytes:
         throttled client's second-by-second rate can swing by half its quota."""
         with self._lock:
             points = list(counter)
-        if len(points) < 2 or not points[0][0] <= start < end <= points[-1][0]:
-            return 0.0
-        return _at(points, end) - _at(points, start)
+        return _grown(points, start, end)
+
+
+def _grown(points: list[tuple[float, int]], start: float, end: float) -> float:
+    """What a cumulative counter grew by over ``[start, end]``, scaled from the part of it its
+    samples cover: a client whose statistics arrive late (they are served on its polling
+    thread) has no sample past the measure's end, and must not count as having got nothing."""
+    if len(points) < 2:
+        return 0.0
+    low, high = max(start, points[0][0]), min(end, points[-1][0])
+    if high <= low:
+        return 0.0
+    return (_at(points, high) - _at(points, low)) * (end - start) / (high - low)
 
 
 def _at(points: list[tuple[float, int]], when: float) -> float:
@@ -661,13 +669,13 @@ def _report(run: SideBySide, args: argparse.Namespace) -> None:
         lambda b, c, n: java_clients("produce", b, single, c, n, args.seconds),
         lambda pair: _java_label("produce", pair),
     )
-    preload = int(QUOTA * (WARM_UP_S + args.seconds + 2) * 1.5)
+    filled = int(QUOTA * (WARM_UP_S + args.seconds + 2) * 1.5)
     if {"consume", "java-consume"} & set(args.only):
         loaded = run.topic([1])
-        preload(run.kafka, loaded, preload)
+        preload(run.kafka, loaded, filled)
     if {"consume-small", "java-consume-small"} & set(args.only):
         loaded_small = run.topic([1])
-        preload(run.kafka, loaded_small, preload, SMALL_BATCH)
+        preload(run.kafka, loaded_small, filled, SMALL_BATCH)
     small_fetch = {"max.partition.fetch.bytes": SMALL_BATCH}
     rate_rows(
         "consume",
