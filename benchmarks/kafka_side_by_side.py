@@ -174,22 +174,21 @@ class WireBytes:
             return sum(n for t, n in self.throttles if start < t <= end)
 
     def between(self, start: float, end: float) -> float:
-        """Bytes in ``[start, end]``, from the samples nearest inside it."""
+        """Bytes in ``[start, end]`` (:func:`_grown`)."""
         return self._counted_between(self.samples, start, end)
 
     def _counted_between(self, counter: list[tuple[float, int]], start: float, end: float) -> float:
-        """What a cumulative ``counter`` grew by over ``[start, end]``, read at both ends by
-        straight lines between the samples around them (every 500 ms): scaling the samples
-        nearest inside would weigh the measure's first or last half second twice, and a
-        throttled client's second-by-second rate can swing by half its quota."""
+        """What a cumulative ``counter`` grew by over ``[start, end]`` (:func:`_grown`)."""
         with self._lock:
             points = list(counter)
         return _grown(points, start, end)
 
 
 def _grown(points: list[tuple[float, int]], start: float, end: float) -> float:
-    """What a cumulative counter grew by over ``[start, end]``, scaled from the part of it its
-    samples cover: a client whose statistics arrive late (they are served on its polling
+    """What a cumulative counter grew by over ``[start, end]``, read at both ends by straight
+    lines between the samples around them (every 500 ms; a throttled client's rate can swing
+    by half its quota from one second to the next), and scaled from the part of the measure
+    the samples cover: a client whose statistics arrive late (they are served on its polling
     thread) has no sample past the measure's end, and must not count as having got nothing."""
     if len(points) < 2:
         return 0.0

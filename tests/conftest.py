@@ -77,8 +77,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     items.sort(key=turn)  # stable: each part keeps its order
     if not config.option.collectonly and any(_needs_kafka(item) for item in items):
-        factory: pytest.TempPathFactory = config._tmp_path_factory  # type: ignore[attr-defined]
-        config.stash[_STARTER] = ClusterStarter(factory.mktemp("kafka")).start()
+        _start_cluster(config)
+
+
+def _start_cluster(config: pytest.Config) -> ClusterStarter:
+    factory: pytest.TempPathFactory = config._tmp_path_factory  # type: ignore[attr-defined]
+    starter = config.stash[_STARTER] = ClusterStarter(factory.mktemp("kafka")).start()
+    return starter
 
 
 def _needs_kafka(item: pytest.Item) -> bool:
@@ -92,8 +97,7 @@ def _needs_kafka(item: pytest.Item) -> bool:
 def kafka(pytestconfig: pytest.Config) -> Iterator[KafkaCluster]:
     starter = pytestconfig.stash.get(_STARTER, None)
     if starter is None:  # asked for by a test collection did not see (getfixturevalue)
-        factory: pytest.TempPathFactory = pytestconfig._tmp_path_factory  # type: ignore[attr-defined]
-        starter = pytestconfig.stash[_STARTER] = ClusterStarter(factory.mktemp("kafka")).start()
+        starter = _start_cluster(pytestconfig)
     try:
         yield starter.cluster()
     finally:

@@ -30,15 +30,14 @@ from quotagate.store.backends import StoreSettings, open_credentials, open_quota
 from quotagate.store.quotas import TENANT_MAPPING_RULES_SETTING, Change
 from support import bounds
 from support.clients import new_topic, scram_config
+from support.fleet_load import SHORT_WINDOWS
 from support.greedy import BATCH_BYTES, race
 from support.instances import Instance
 
 pytestmark = pytest.mark.integration
 
 TENANT_QUOTA = 2_000_000.0
-# Whole spans of the instances' 2 x 1 s windows (support/instances.py).
-MEASURE_S = 16.0
-WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1}
+MEASURE_S = 16.0  # whole spans of the instances' 2 x 1 s windows (support/instances.py)
 MEMBERS = tuple(f"team-{n}" for n in range(1, 6))
 PASSWORD = "Fleet-Pa55"
 RULES = "RULE:user:^(team)-[0-9]+$/$1/"
@@ -123,7 +122,7 @@ def test_four_workers_hold_a_tenant_as_one_process_does(
     # runs may differ by that much.
     ceiling = bounds.ceiling(
         MEASURE_S,
-        WINDOWS,
+        SHORT_WINDOWS,
         quota=TENANT_QUOTA,
         in_flight_bytes=len(MEMBERS) * BATCH_BYTES,
     )

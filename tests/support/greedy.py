@@ -117,9 +117,8 @@ def assert_alice_held_while_bob_runs_free(
     """``configs`` of ``alice`` and ``bob`` :func:`race` on a topic of their own through
     ``gateway`` (a quota gateway of tests/enforcement/conftest.py writing usage events to
     ``usage``, its quota windows ``windows``) with a ``producer_byte_rate`` of ``quota`` on
-    ``User:alice`` only: alice is
-    held to it, bob runs past 1.5 x. The gateway is stopped (its usage flushed); returns its
-    usage rows."""
+    ``User:alice`` only: alice is held to it, bob runs past 1.5 x. The gateway is stopped (its
+    usage flushed); returns its usage rows."""
     gateway.runtime.store_sync.alter_client_quotas(
         [Change({"user": "alice"}, "producer_byte_rate", float(quota))], "test", "test"
     )
