@@ -1,7 +1,8 @@
 """Kafka's own throttles, replayed: given the requests as a Kafka broker logged them, does the
 engine throttle each one as the broker did?
 
-    python benchmarks/kafka_log_replay.py [--connections 5 20] [--seconds 16] [--fetch]
+    python benchmarks/kafka_log_replay.py [--connections 5 20] [--seconds 16]
+        [--fetch [--fetch-bytes N]]
 
 The side-by-side rows with librdkafka's default batching (0.7-0.9 MB requests against a 1 MB/s
 quota, benchmarks/kafka_side_by_side.py) vary from run to run on Kafka itself by more than the
@@ -15,12 +16,12 @@ is sent: its time less the response's queue and send times) and replayed through
 (the pipeline's open-loop replay, the same quota and windows). Per request: Kafka's
 ``throttle_time_ms`` against the engine's.
 
-``--fetch`` asks the same of greedy consumers (librdkafka, ``max.partition.fetch.bytes`` 16384,
-N connections of one client id reading a filled topic under ``consumer_byte_rate``). A
-throttled fetch's line shows the empty answer Kafka sent, not the response it read, recorded
-and took back: that response is the one the same connection reads at the same offset once its
-mute is over (the topic no longer changes), and the response's envelope beyond its records is
-the size of a one-partition response at the logged version.
+``--fetch`` asks the same of greedy consumers (librdkafka, ``max.partition.fetch.bytes`` 16384
+or ``--fetch-bytes``, N connections of one client id reading a filled topic under
+``consumer_byte_rate``). A throttled fetch's line shows the empty answer Kafka sent, not the
+response it read, recorded and took back: that response is the one the same connection reads
+at the same offset once its mute is over (the topic no longer changes), and the response's
+envelope beyond its records is the size of a one-partition response at the logged version.
 
 What it cannot match to the millisecond: the log's times are whole milliseconds, and its
 ``recordsSizeInBytes`` leaves out the request's header and envelope (some 100 bytes) that Kafka
@@ -177,9 +178,11 @@ def replay_run(
     seconds: float,
     windows: int,
     loaded: str | None = None,
+    fetch_bytes: int = SMALL_BATCH,
 ) -> dict[str, float]:
-    """Greedy producers, or with ``loaded`` (a filled topic) greedy consumers of 16 KB
-    fetches, straight at Kafka; their requests replayed from the leader's request log."""
+    """Greedy producers, or with ``loaded`` (a filled topic) greedy consumers fetching up to
+    ``fetch_bytes`` a time, straight at Kafka; their requests replayed from the leader's
+    request log."""
     client_id = f"replayed-{uuid.uuid4().hex[:6]}"
     key = "consumer_byte_rate" if loaded else "producer_byte_rate"
     run.quota(run.kafka, {"client-id": client_id}, key, QUOTA)
@@ -189,7 +192,7 @@ def replay_run(
         lines = _lines(cluster, client_id, api_keys.PRODUCE)
         events = _recorded_events(lines)
     else:
-        fetch = {"max.partition.fetch.bytes": SMALL_BATCH}
+        fetch = {"max.partition.fetch.bytes": fetch_bytes}
         achieved = consumers(run.kafka, loaded, client_id, connections, seconds, fetch) / QUOTA
         lines = _lines(cluster, client_id, api_keys.FETCH)
         events = _with_refused_sizes(_recorded_events(lines), lines)
@@ -265,8 +268,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=16.0)
     parser.add_argument("--windows", type=int, default=2, help="quota.window.num (x 1 s)")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--fetch", action="store_true", help="greedy consumers, not producers")
     parser.add_argument(
-        "--fetch", action="store_true", help="greedy consumers (16 KB fetches), not producers"
+        "--fetch-bytes",
+        type=int,
+        default=SMALL_BATCH,
+        help="the consumers' max.partition.fetch.bytes (1048576: librdkafka's default, whose "
+        "responses Kafka caps at the quota's one window)",
     )
     args = parser.parse_args()
     settings = {"quota.window.num": str(args.windows), "quota.window.size.seconds": "1"}
@@ -291,7 +299,9 @@ def main() -> None:
         print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for connections in args.connections:
             for _ in range(args.repeat):
-                seen = replay_run(run, cluster, connections, args.seconds, args.windows, loaded)
+                seen = replay_run(
+                    run, cluster, connections, args.seconds, args.windows, loaded, args.fetch_bytes
+                )
                 print(
                     f"| {connections} | {seen['achieved']:.3f} | {seen['requests']:.0f} "
                     f"| {seen['throttled']:.0f} | {seen['equal']:.0f} "
