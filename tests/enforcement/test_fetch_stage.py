@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 from quotagate.enforcement.fetch import FetchQuotaStage
 from quotagate.enforcement.runtime import QuotaRuntime
 from quotagate.enforcement.settings import QuotaSettings
-from quotagate.enforcement.throttle import QuotaThrottleStage
+from quotagate.enforcement.throttle import QuotaThrottleStage, remaining_ms
 from quotagate.gateway.stages.exchange import ConnectionInfo, Exchange
 from quotagate.protocol import api_keys, api_table, codec
 from quotagate.protocol.headers import parse_request_header
@@ -81,17 +81,20 @@ def _response(session_id: int, error: int = 0, records: bytes = b"d" * 20_000) -
     return codec.encode_response_frame(body, 42)
 
 
-def _exchange(frame: bytes, now_ms: int) -> Exchange:
+def _exchange(frame: bytes, now_ms: int, read_ns: int) -> Exchange:
     info = ConnectionInfo(1, "PLAINTEXT", "PLAINTEXT", "127.0.0.1", 5555, "User:ANONYMOUS")
-    return Exchange(info, parse_request_header(frame), frame, now_ms, time.monotonic_ns())
+    return Exchange(info, parse_request_header(frame), frame, now_ms, read_ns)
 
 
-def _run(runtime: QuotaRuntime, request: bytes, response: bytes, now_ms: int) -> Exchange:
+def _run(
+    runtime: QuotaRuntime, request: bytes, response: bytes, now_ms: int, read_ns: int = 0
+) -> Exchange:
+    """The request read at ``read_ns`` (monotonic; default now), answered now."""
     throttle = QuotaThrottleStage(
         runtime.ticket, runtime.connection_closed, runtime.response_throttle
     )
     fetch = FetchQuotaStage(runtime.ticket, runtime.managers, runtime.shadow)
-    exchange = _exchange(request, now_ms)
+    exchange = _exchange(request, now_ms, read_ns or time.monotonic_ns())
     throttle.on_request(exchange)
     fetch.on_request(exchange)
     exchange.response_frame = response
@@ -113,14 +116,22 @@ def test_throttled_fetch_is_answered_empty_and_unrecorded(
         [Change({"client-id": "consumer"}, "consumer_byte_rate", QUOTA)], "t", "t"
     )
     upstream_session = 99 if epoch == 0 else session_id
-    first = _run(runtime, _request(session_id, epoch), _response(upstream_session), NOW)
+    # Read 300 ms ago; the upstream's answer (with the data) arrives only now.
+    before = time.monotonic_ns()
+    read_ns = before - 300_000_000
+    first = _run(runtime, _request(session_id, epoch), _response(upstream_session), NOW, read_ns)
+    answered_within_ms = (time.monotonic_ns() - before) // 1_000_000 + 1
     # 20 kB against 1000 B/s over at least 10 s: throttled, so nothing was sent nor counted.
-    assert first.mute_ms > 0
+    assert first.mute_ms > 1000
     response = first.response_body()
     assert response.responses == ()
     assert int(response.error_code) == 0
     assert int(response.session_id) == expected_session
-    assert int(response.throttle_time.total_seconds() * 1000) == first.mute_ms
+    # Kafka answers a throttled fetch, empty, as it records it: the mute runs from the read
+    # (the gateway's recording moment) and the answer tells what is left of the throttle.
+    assert first.mute_since == read_ns / 1e9
+    written = int(response.throttle_time.total_seconds() * 1000)
+    assert first.mute_ms - 300 - answered_within_ms <= written <= first.mute_ms - 300
     metric = runtime.managers.fetch.quota_metric("ANONYMOUS", "consumer")
     assert metric is not None and metric.measure(NOW) == 0.0
     # The cap: max_bytes lowered to Q x (11 - 1) x 1 s, min_bytes to at most that.
@@ -140,3 +151,9 @@ def test_small_fetch_passes_and_upstream_errors_are_kept() -> None:
     error = _run(runtime, _request(5, 3), _response(5, error=71), NOW + 2)  # epoch moved upstream
     assert error.mute_ms > 0, "over quota: throttled"
     assert int(error.response_body().error_code) == 71, "the upstream's error is passed on"
+
+
+def test_what_is_left_of_a_throttle() -> None:
+    assert remaining_ms(1000, 10.0, 10.3) == 700
+    assert remaining_ms(1000, 10.0, 10.0004) == 1000
+    assert remaining_ms(1000, 10.0, 12.0) == 0

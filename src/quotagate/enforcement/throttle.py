@@ -5,7 +5,8 @@ request's :class:`QuotaTicket` at the moment it was read) and every response las
 the other quota stages noted their throttles. There it charges the request-time quota, takes
 the largest throttle (ties go to the request quota), records it in the winning quota's
 throttle-time sensor only, writes it into ``throttle_time_ms`` where the version has the
-field, mutes the connection for that long whatever the version, and emits the usage event.
+field (a throttled fetch: what is left of it), mutes the connection for that long whatever
+the version, and emits the usage event.
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ from quotagate.usage.sink import UsageSink
 
 _DECIDED_ON_ARRIVAL = frozenset({Cause.CONTROLLER_MUTATION, Cause.TENANT_CONTROLLER_MUTATION})
 """Throttles whose clock Kafka starts before the upstream work: the controller's check."""
+
+
+def remaining_ms(throttle_ms: int, since: float, now: float) -> int:
+    """What is left at ``now`` of a throttle whose clock started at ``since`` (monotonic
+    seconds): Kafka's ``max(0, throttle - (now - recorded))``, in whole milliseconds."""
+    return max(throttle_ms - int((now - since) * 1000), 0)
 
 
 class ResponseThrottle:
@@ -79,6 +86,7 @@ class ResponseThrottle:
             else None
         )
         has_response = exchange.response_frame is not None
+        emptied = False
         if throttle_ms > 0 and ticket.fetch_empty is not None:
             # Spec §6.1: a throttled fetch's data is not sent (its bytes were taken back).
             empty = ticket.fetch_empty(throttle_ms)
@@ -86,21 +94,25 @@ class ResponseThrottle:
                 exchange.replace_response_frame(empty)
             elif empty is not None:
                 exchange.replace_response(empty)
+            emptied = empty is not None
         if throttle_ms > 0:
             self._throttle(exchange, ticket, cause, throttle_ms)
-            if has_response and api_table.has_throttle_time(api_key, api_version):
-                exchange.set_throttle_time_ms(throttle_ms)
-            # Kafka's throttle clock starts when it records. Produce bytes, fetch bytes and
-            # request time are recorded as the broker answers (after the append, the read,
-            # the handling): the gateway's equivalent is the upstream's answer, so the mute
-            # runs from the written response. Controller mutations are checked by the
-            # controller as it takes the request, which the gateway does as it reads it:
-            # that mute runs from the decision (ticket.now_ms on the monotonic clock), so
-            # the upstream's time to create the admitted topics is part of it, as in Kafka
-            # (docs/engine.md, "Timing against Kafka's").
+            # Kafka's throttle clock starts when it records (docs/engine.md, "Timing against
+            # Kafka's"). Produce bytes and request time are recorded as the broker answers
+            # (after the append, the handling): the gateway's equivalent is the upstream's
+            # answer, so the mute runs from the written response. Two clocks start at the
+            # gateway's decision (ticket.now_ms on the monotonic clock) instead: a controller
+            # mutation's, which the controller checks as it takes the request (the
+            # upstream's time creating the admitted topics is part of the mute), and a
+            # throttled fetch's, which Kafka answers, empty, as it records it, without the
+            # data the gateway read upstream only to learn the size. A client waits what it
+            # is told from when it hears it, so the empty answer tells what is left.
             since = 0.0
-            if cause in _DECIDED_ON_ARRIVAL:
+            if emptied or cause in _DECIDED_ON_ARRIVAL:
                 since = exchange.received_ns / 1e9 + (ticket.now_ms - exchange.received_ms) / 1000
+            written = remaining_ms(throttle_ms, since, time.monotonic()) if emptied else throttle_ms
+            if has_response and api_table.has_throttle_time(api_key, api_version):
+                exchange.set_throttle_time_ms(written)
             exchange.mute(throttle_ms, since)
         usage = self.usage
         if usage is not None:
