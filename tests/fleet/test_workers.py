@@ -26,7 +26,8 @@ from confluent_kafka import Consumer
 
 from quotagate.gateway.embedded import TansuBroker
 from quotagate.protocol import api_keys
-from support.fleet_load import CLIENT_ID, offer, wire_rate
+from support import bounds
+from support.fleet_load import CLIENT_ID, SHORT_WINDOWS, offer, wire_rate
 from support.instances import QUOTAGATE, Instance
 from support.producers import SteadyProducer
 
@@ -40,6 +41,8 @@ WARM_UP_S = 5.0
 MEASURE_S = {"four workers": 16.0, "no exchange": 8.0}
 CONNECTIONS = 24
 VALUE = b"w" * 8192  # 4 MB/s offered per instance in few enough records for a 2-core machine
+BUFFER_KBYTES = 32
+"""Each producer's local buffer: at most this much of it in flight when a measure ends."""
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +92,7 @@ def test_four_workers_hold_one_client_to_its_quota(upstream: TansuBroker, tmp_pa
                 offered * quota,
                 WARM_UP_S + MEASURE_S[name] + 1,
                 VALUE,
+                buffer_kbytes=BUFFER_KBYTES,
             )
         finally:
             instance.stop()
@@ -103,7 +107,16 @@ def test_four_workers_hold_one_client_to_its_quota(upstream: TansuBroker, tmp_pa
     # read ahead once its mute ends), so the bound above the quota keeps a little headroom.
     assert 0.95 <= results["four workers"] <= 1.07, results
     # Up to 4x: a worker that drew few of the 24 connections is offered less than its quota.
-    assert 3.0 <= results["no exchange"] <= 4.2, results
+    # Each worker holds its six connections to its own quota by Kafka's arithmetic, which over
+    # 8 s lets a greedy client through up to a span of the windows and what it has in flight
+    # besides (support/bounds.py): 4.27 was read once, where 4.2 was asked.
+    ceiling = 4 * bounds.ceiling(
+        MEASURE_S["no exchange"],
+        SHORT_WINDOWS,
+        quota=configs["no exchange"][2],
+        in_flight_bytes=CONNECTIONS / 4 * BUFFER_KBYTES * 1024,
+    )
+    assert 3.0 <= results["no exchange"] <= ceiling, (results, ceiling)
 
 
 def _wait_for_acks(producer: SteadyProducer, count: int, timeout_s: float = 60) -> None:
