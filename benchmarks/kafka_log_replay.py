@@ -198,7 +198,9 @@ def replay_run(
         events = _with_refused_sizes(_recorded_events(lines), lines)
     candidate = _candidate(client_id, windows, key)
     replayed = replay_frame(events, candidate, False)
-    earlier_ms, early_as_stamped, early_started_earlier = _first_sample_earlier(events, candidate)
+    earlier_ms, early_as_stamped, early_started_earlier = _first_sample_earlier(
+        events, candidate, replayed
+    )
     kafka = replayed["throttle_ms"].to_numpy(np.int64)
     engine = replayed["predicted_throttle_ms"].to_numpy(np.int64)
     apart = np.abs(kafka - engine)
@@ -225,31 +227,36 @@ def replay_run(
     }
 
 
-def _first_sample_earlier(events: pd.DataFrame, candidate: str) -> tuple[int, float, float]:
+def _first_sample_earlier(
+    events: pd.DataFrame, candidate: str, as_stamped: pd.DataFrame
+) -> tuple[int, float, float]:
     """How long before the log's stamp of the client's first request Kafka began its first
     sample, as best the first seconds tell: the replay is started that much earlier with a
     recording of no bytes (a sample begins at its first recording), for each candidate in
     0-60 ms; the one whose throttles in the first ``WARM_UP_S`` seconds agree most with
-    Kafka's (within 2 ms), and that share as stamped and started earlier. Kafka takes its
-    quota time inside a request's handling, the log stamps it as its response is queued:
-    for a new client's first requests, whose handling is slow, these lie tens of ms apart."""
-    ordered = events.sort_values("ts_ms", kind="stable", ignore_index=True)
-    if ordered.empty:
+    Kafka's (within 2 ms), and that share as stamped (``as_stamped``: the events' replay) and
+    started earlier. Kafka takes its quota time inside a request's handling, the log stamps
+    it as its response is queued: for a new client's first requests, whose handling is slow,
+    these lie tens of ms apart."""
+    if events.empty:
         return 0, 1.0, 1.0
-    start_ms = int(ordered["ts_ms"].iloc[0])
-    agreement = {}
-    for earlier in range(0, 61, 5):
-        opening = ordered.iloc[[0]].assign(
-            ts_ms=start_ms - earlier, request_bytes=0, response_bytes=0
-        )
-        frame = pd.concat([opening, ordered], ignore_index=True) if earlier else ordered
-        replayed = replay_frame(frame, candidate, False)
-        replayed = replayed.drop(index=replayed["ts_ms"].idxmin()) if earlier else replayed
+    first_index = events["ts_ms"].idxmin()
+    start_ms = int(events.at[first_index, "ts_ms"])
+
+    def agreement(replayed: pd.DataFrame) -> float:
         first = replayed["ts_ms"].to_numpy(np.int64) < start_ms + WARM_UP_S * 1000
         apart = np.abs(replayed["throttle_ms"] - replayed["predicted_throttle_ms"]).to_numpy()
-        agreement[earlier] = float(np.mean(apart[first] <= 2))
-    best = max(agreement, key=lambda earlier: (agreement[earlier], -earlier))
-    return best, agreement[0], agreement[best]
+        return float(np.mean(apart[first] <= 2))
+
+    agreements = {0: agreement(as_stamped)}
+    for earlier in range(5, 61, 5):
+        opening = events.loc[[first_index]].assign(
+            ts_ms=start_ms - earlier, request_bytes=0, response_bytes=0
+        )
+        replayed = replay_frame(pd.concat([opening, events], ignore_index=True), candidate, False)
+        agreements[earlier] = agreement(replayed.drop(index=replayed["ts_ms"].idxmin()))
+    best = max(agreements, key=lambda earlier: (agreements[earlier], -earlier))
+    return best, agreements[0], agreements[best]
 
 
 def _admitted_rate(replayed: pd.DataFrame, admitted: np.ndarray, seconds: float) -> float:
